@@ -1,0 +1,26 @@
+"""tb_profiler: read PyTorch profiler traces fast, analyse them, view them in TensorBoard.
+
+Public API:
+    tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False)  # the writer
+    load(path) -> Trace                                                      # one trace file
+    TraceFormatError                                                         # bad input
+"""
+from __future__ import annotations
+
+from tb_profiler.errors import TraceFormatError
+
+__all__ = ["TraceFormatError", "load", "tensorboard_trace_handler", "Trace"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # Lazy: importing tb_profiler must not import torch (the writer needs it) nor pandas.
+    if name == "tensorboard_trace_handler":
+        from tb_profiler.writer import tensorboard_trace_handler
+
+        return tensorboard_trace_handler
+    if name in ("load", "Trace"):
+        from tb_profiler import trace
+
+        return getattr(trace, name)
+    raise AttributeError(f"module 'tb_profiler' has no attribute {name!r}")

@@ -1,0 +1,23 @@
+"""Errors a user can act on: each names the file and the problem."""
+from __future__ import annotations
+
+
+class TraceFormatError(ValueError):
+    """A trace file that cannot be decoded.
+
+    Carries the file, the byte offset of the problem (in the decompressed JSON text)
+    and a short excerpt around it, so the user can find the damage with a hex editor
+    or `zcat | head -c`.
+    """
+
+    def __init__(self, source: str, message: str, offset: int | None = None, excerpt: str | None = None):
+        self.source = source
+        self.reason = message
+        self.offset = offset
+        self.excerpt = excerpt
+        text = f"{source}: {message}"
+        if offset is not None:
+            text += f" at byte {offset}"
+        if excerpt:
+            text += f" near {excerpt!r}"
+        super().__init__(text)
