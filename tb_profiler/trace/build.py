@@ -1,0 +1,151 @@
+"""Decoded rows -> the Trace's tables, all vectorized (masks, lexsort, gathers).
+
+Why a separate step with a flat output: the result (``TraceState``: named numpy arrays,
+the string table, the args text and a small JSON-able dict) is exactly what the on-disk
+cache stores, so a cached reopen skips decoding *and* sorting/splitting.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tb_profiler.decode.schema import MISSING_INT, Decoded, sparse_dtypes
+from tb_profiler.trace.categories import kind_column
+from tb_profiler.trace.strings import as_string_array
+
+# Bump when the tables built here change shape or meaning: it is part of the cache key.
+MODEL_VERSION = 1
+
+# Which ph values go to which table (ph is the first byte of the "ph" string).
+PHASES: dict[str, bytes] = {
+    "events": b"X",
+    "instants": b"iI",
+    "counters": b"C",
+    "flows": b"stf",
+    "meta": b"M",
+}
+_COMMON = ("name", "cat", "pid", "tid", "pid_str", "tid_str", "ts", "args_off", "args_len")
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "events": ("row", *_COMMON[:7], "dur", "kind", *_COMMON[7:]),
+    "instants": ("row", *_COMMON),
+    "counters": ("row", *_COMMON[:7], "key", "value", *_COMMON[7:]),
+    "flows": ("row", *_COMMON[:7], "kind", "id", "bp", *_COMMON[7:]),
+    "meta": ("row", *_COMMON[:7], "arg_name", "sort_index", *_COMMON[7:]),
+}
+# Table column <- sparse decoder column, densified at build time (the rest stay lazy).
+_FROM_SPARSE = {"key": "counter_key", "value": "counter_value", "id": "flow_id", "bp": "flow_bp",
+                "arg_name": "arg_name", "sort_index": "sort_index"}
+
+
+@dataclass
+class TraceState:
+    """Everything a Trace is made of; plain arrays so the cache can store it as is."""
+
+    arrays: dict[str, np.ndarray]           # "events.ts", "sparse.grid_x.rows", ...
+    strings: np.ndarray                      # object array of str
+    args_blob: object                        # bytes-like: every event's args JSON text
+    meta: dict = field(default_factory=dict)  # JSON-able: source, toplevel, counts, timings
+
+
+def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
+    """Split decoded rows into tables; frees the decoder's input buffer beyond the args.
+
+    buf: the bytearray the decoder consumed, if any.  When the args blob is a view of its
+    front, the buffer is truncated to the blob in place (no copy) so a 1 GB trace does not
+    keep 1 GB of dead JSON text alive.
+    """
+    dense = decoded.dense
+    n = len(decoded)
+    strings = as_string_array(decoded.strings)
+    ph = dense["ph"]
+    row_dtype = np.int32 if n < 2**31 else np.int64
+    arrays: dict[str, np.ndarray] = {}
+    phase_counts: dict[str, int] = {}
+    if n:
+        vals, counts = np.unique(ph, return_counts=True)
+        phase_counts = {(chr(v) if v else ""): int(c) for v, c in zip(vals.tolist(), counts.tolist())}
+
+    sparse_types = sparse_dtypes()
+    for table, phases in PHASES.items():
+        mask = np.isin(ph, np.frombuffer(phases, dtype=np.uint8))
+        rows = np.flatnonzero(mask)
+        ts = dense["ts"][rows]
+        if table == "events":
+            dur = dense["dur"][rows]
+            dur = np.where(dur == MISSING_INT, 0, dur)  # a complete event without dur: zero-length
+            order = np.lexsort((-dur, ts))             # by start, longest (outermost) first
+            dur = dur[order]
+        else:
+            order = np.argsort(ts, kind="stable")
+        rows = rows[order]
+        inverse = None
+        for col in TABLE_COLUMNS[table]:
+            if col == "row":
+                arr = rows.astype(row_dtype)
+            elif col == "ts":
+                arr = ts[order]
+            elif col == "dur":
+                arr = dur
+            elif col == "kind":
+                arr = kind_column(arrays[f"{table}.cat"], strings)
+            elif col in _FROM_SPARSE:
+                if inverse is None:
+                    inverse = np.full(n, -1, dtype=np.int64)
+                    inverse[rows] = np.arange(len(rows))
+                arr = _densify(decoded, _FROM_SPARSE[col], sparse_types, inverse, len(rows))
+            else:
+                arr = dense[col][rows]
+            arrays[f"{table}.{col}"] = arr
+
+    for name, (where, values) in decoded.sparse.items():
+        if len(where):
+            arrays[f"sparse.{name}.rows"] = np.asarray(where)
+            arrays[f"sparse.{name}.values"] = np.asarray(values)
+
+    meta = {
+        "source": decoded.source,
+        "n_rows": n,
+        "toplevel": dict(decoded.toplevel),
+        "phase_counts": phase_counts,
+        "sparse_dtypes": {k: np.dtype(v).str for k, v in sparse_types.items()},
+    }
+    return TraceState(arrays, strings, _detach_blob(decoded.args_blob, buf), meta)
+
+
+def _densify(decoded: Decoded, name: str, types, inverse: np.ndarray, m: int) -> np.ndarray:
+    from tb_profiler.decode.schema import missing_value
+
+    dtype = types[name]
+    out = np.full(m, missing_value(dtype, name), dtype=dtype)
+    if name in decoded.sparse:
+        where, values = decoded.sparse[name]
+        if len(where):
+            pos = inverse[np.asarray(where)]
+            keep = pos >= 0
+            out[pos[keep]] = np.asarray(values)[keep]
+    return out
+
+
+def _detach_blob(blob, buf: bytearray | None):
+    """The args text without the rest of the decoder's input buffer behind it."""
+    if buf is None or not isinstance(blob, memoryview) or blob.obj is not buf:
+        if isinstance(blob, memoryview) and blob.obj is not None and len(blob.obj) > 2 * len(blob) + (1 << 20):
+            return bytes(blob)  # a small view pinning a big foreign buffer: copy it out
+        return blob
+    length = blob.nbytes
+    at_front = _address(blob) == _address(buf)
+    if not at_front:
+        return bytes(blob)
+    blob.release()
+    try:
+        del buf[length:]  # shrink in place (realloc), the blob's bytes stay where they are
+    except BufferError:  # someone else still exports the buffer: copy instead
+        return bytes(memoryview(buf)[:length])
+    return buf
+
+
+def _address(obj) -> int:
+    if len(obj) == 0:
+        return -1
+    return np.frombuffer(obj, dtype=np.uint8).ctypes.data
