@@ -1,0 +1,49 @@
+"""Shared profiler setup for the sample scripts.
+
+Every sample profiles with the options the analyses need (shapes, memory,
+stacks) and a repeating schedule, so each worker writes two spans through
+tb_profiler's own writer. Seeds and thread counts are fixed so traces are
+small and their structure is the same from run to run.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# Run from a checkout without installing: make `import tb_profiler` work.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import torch  # noqa: E402
+
+from tb_profiler import tensorboard_trace_handler  # noqa: E402
+
+WAIT, WARMUP, ACTIVE, REPEAT = 1, 1, 2, 2
+# Steps the training loop must run so that every cycle completes.
+STEPS = (WAIT + WARMUP + ACTIVE) * REPEAT
+
+
+def setup(seed: int = 0, threads: int = 1) -> None:
+    """Fixed seed and one intra-op thread: reproducible, and polite on 2 cores."""
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+
+
+def profiler(run_dir: str, worker_name: str | None = None, use_gzip: bool = False):
+    """A ``torch.profiler.profile`` writing one trace per cycle into ``run_dir``."""
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=REPEAT),
+        on_trace_ready=tensorboard_trace_handler(run_dir, worker_name=worker_name, use_gzip=use_gzip),
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
+    )
+
+
+def written(run_dir: str) -> list[str]:
+    """The trace files in ``run_dir``, for printing what a sample wrote."""
+    if not os.path.isdir(run_dir):
+        return []
+    return sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir) if ".pt.trace.json" in f)

@@ -1,0 +1,80 @@
+"""Two-process DistributedDataParallel over gloo on one machine, profiled on CPU.
+
+The distributed view needs real multi-rank traces: each rank's trace carries
+``distributedInfo`` (backend, rank, world size) and the gloo collectives
+(DDP's gradient all_reduce from its reducer thread, and the
+main thread's all_reduce of the logged loss). Workers are named
+``rank0`` / ``rank1``; run ``ddp_gloo``.
+
+    python samples/ddp.py LOGDIR [--gzip]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+
+import _common  # noqa: F401  (sys.path, seeds, profiler)
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+WORLD = 2
+BATCH = 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, run_dir: str, port: int, use_gzip: bool) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    _common.setup(seed=0)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        model = DDP(nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loss_fn = nn.CrossEntropyLoss()
+        g = torch.Generator().manual_seed(100 + rank)  # each rank its own shard
+        xs = torch.randn(_common.STEPS, BATCH, 64, generator=g)
+        ys = torch.randint(0, 10, (_common.STEPS, BATCH), generator=g)
+        with _common.profiler(run_dir, worker_name=f"rank{rank}", use_gzip=use_gzip) as prof:
+            for x, y in zip(xs, ys):
+                loss = loss_fn(model(x), y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                # The mean loss across ranks, as training scripts log it: a
+                # collective issued from the main thread (c10d::allreduce_).
+                mean_loss = loss.detach().clone()
+                dist.all_reduce(mean_loss)
+                mean_loss /= WORLD
+                prof.step()
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def run(logdir: str, use_gzip: bool = False) -> list[str]:
+    """Spawn two gloo ranks writing into ``logdir/ddp_gloo``."""
+    run_dir = os.path.join(logdir, "ddp_gloo")
+    mp.spawn(_worker, args=(run_dir, free_port(), use_gzip), nprocs=WORLD, join=True)
+    return _common.written(run_dir)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logdir")
+    ap.add_argument("--gzip", action="store_true")
+    args = ap.parse_args(argv)
+    for path in run(args.logdir, args.gzip):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

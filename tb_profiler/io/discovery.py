@@ -1,0 +1,289 @@
+"""Find runs, workers and spans under a logdir (a local path or any fsspec URL).
+
+The rules are torch-tb-profiler's, so existing logdirs look the same:
+
+- a folder (the logdir itself or any subfolder, recursively) holding
+  ``*.pt.trace.json[.gz]`` files is a run, named by its path relative to the
+  logdir (the logdir itself: its base name);
+- ``^(.*?)(\\.\\d+)?\\.pt\\.trace\\.json(\\.gz)?$`` splits a file name into
+  worker and span (the numeric suffix, usually the writer's time_ns; a file
+  without one is the worker's only span); spans sort numerically (the old
+  plugin sorted them as text, which misorders suffixes of different lengths).
+
+Unlike the old plugin, a file that looks like a trace but cannot be used is
+reported in ``skipped`` with a reason, instead of vanishing silently.
+
+Why no file is opened: a background watcher calls ``discover`` every few
+seconds, so it only lists folders and stats files. Names on disk are untrusted:
+nothing outside the logdir is ever listed (symbolic links leaving it are
+skipped, ``..`` components are rejected). Hidden names (``.*``), and with them
+the writer's in-progress temp files, are ignored altogether.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import stat as _stat
+from dataclasses import dataclass, field
+
+from tb_profiler.io.read import is_url
+
+__all__ = ["TRACE_NAME_RE", "SpanFile", "RunInfo", "SkippedFile", "Discovery", "discover", "parse_trace_name"]
+
+TRACE_NAME_RE = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(\.gz)?$")
+_TRACE_INFIX = ".pt.trace.json"
+
+
+@dataclass(frozen=True)
+class SpanFile:
+    """One trace file: one worker's one profiling span."""
+
+    span: str | None  # numeric suffix as written ("1690000000123"); None when the name has none
+    index: int        # 1-based position among the worker's spans, in numeric order
+    path: str         # absolute local path, or the full fsspec URL
+    size: int
+    mtime: float      # seconds since the epoch; 0.0 where a filesystem reports none
+
+
+@dataclass
+class RunInfo:
+    name: str
+    path: str
+    workers: dict[str, list[SpanFile]]
+
+    @property
+    def files(self) -> list[SpanFile]:
+        return [s for spans in self.workers.values() for s in spans]
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    reason: str  # for the user: what is wrong and, where possible, what to do
+
+
+@dataclass
+class Discovery:
+    logdir: str
+    runs: list[RunInfo] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+    def run(self, name: str) -> RunInfo | None:
+        return next((r for r in self.runs if r.name == name), None)
+
+
+def parse_trace_name(name: str) -> tuple[str, str | None] | None:
+    """``(worker, span)`` for a trace file name, None when it is not one."""
+    m = TRACE_NAME_RE.match(name)
+    if not m or not m.group(1):
+        return None
+    return m.group(1), (m.group(2)[1:] if m.group(2) else None)
+
+
+# Reasons, worded for the user.
+EMPTY = "empty file (0 bytes): the profiler probably crashed or was killed while writing it"
+UNREADABLE = "permission denied: this process cannot read the file"
+NOT_REGULAR = "not a regular file"
+IS_FOLDER = "a folder named like a trace file, not a trace file"
+BROKEN_LINK = "broken symbolic link: its target does not exist"
+LINK_OUTSIDE = "symbolic link pointing outside the logdir: not followed"
+LINK_DIR_INSIDE = "symbolic link to a folder inside the logdir: not followed (its traces are listed under their real folder)"
+DOTDOT = "path has a '..' component: ignored, it could leave the logdir"
+BAD_NAME = ("JSON file in a run folder whose name does not follow WORKER[.SPAN].pt.trace.json[.gz]: "
+            "rename it (e.g. worker0.pt.trace.json) to load it")
+
+
+_COMPRESSIONS = {".zst", ".zstd", ".bz2", ".xz", ".lzma", ".lz4", ".zip", ".7z", ".br", ".z", ".tgz", ".tar"}
+
+
+def _bad_suffix(name: str) -> str:
+    ext = name[name.rindex(_TRACE_INFIX) + len(_TRACE_INFIX):]
+    if ext.lower() in _COMPRESSIONS:
+        return f"compressed as '{ext}': only '.gz' is supported; recompress it with gzip"
+    return f"name ends in '{ext}' after '.pt.trace.json', so it is not read as a trace"
+
+
+def _duplicate(other: str) -> str:
+    return f"same worker and span as {other}, which is newer and is the one listed"
+
+
+def _looks_like_trace(name: str) -> bool:
+    return _TRACE_INFIX in name
+
+
+def _is_json(name: str) -> bool:
+    return name.endswith(".json") or name.endswith(".json.gz")
+
+
+class _Collector:
+    """Groups candidate files per folder, then decides runs and skips."""
+
+    def __init__(self, logdir: str, root_name: str):
+        self.logdir, self.root_name = logdir, root_name
+        self.folders: dict[str, tuple[str, list[tuple[str, str, int, float]]]] = {}
+        self.other_json: dict[str, list[str]] = {}
+        self.skipped: list[SkippedFile] = []
+
+    def skip(self, path: str, reason: str) -> None:
+        self.skipped.append(SkippedFile(path, reason))
+
+    def file(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float) -> None:
+        """A regular, readable file ``name`` in folder ``rel_dir``."""
+        if parse_trace_name(name):
+            if size == 0:
+                self.skip(path, EMPTY)
+            else:
+                self.folders.setdefault(rel_dir, (dir_path, []))[1].append((name, path, size, mtime))
+        elif _looks_like_trace(name):
+            self.skip(path, _bad_suffix(name))
+        elif _is_json(name):
+            self.other_json.setdefault(rel_dir, []).append(path)
+
+    def result(self) -> Discovery:
+        runs = []
+        names = {rel for rel in self.folders if rel}
+        for rel, (dir_path, files) in sorted(self.folders.items()):
+            if not rel:
+                name = self.root_name if self.root_name and self.root_name not in names else "."
+            else:
+                name = rel
+            runs.append(RunInfo(name, dir_path, self._workers(files)))
+            for path in self.other_json.get(rel, []):
+                self.skip(path, BAD_NAME)
+        runs.sort(key=lambda r: r.name)
+        return Discovery(self.logdir, runs, sorted(self.skipped, key=lambda s: s.path))
+
+    def _workers(self, files) -> dict[str, list[SpanFile]]:
+        by_worker: dict[str, dict[str | None, tuple[str, str, int, float]]] = {}
+        for name, path, size, mtime in sorted(files):
+            worker, span = parse_trace_name(name)
+            spans = by_worker.setdefault(worker, {})
+            old = spans.get(span)
+            if old is not None:  # e.g. w.1.pt.trace.json next to w.1.pt.trace.json.gz
+                keep, drop = (old, (name, path, size, mtime)) if old[3] >= mtime else ((name, path, size, mtime), old)
+                spans[span] = keep
+                self.skip(drop[1], _duplicate(keep[0]))
+            else:
+                spans[span] = (name, path, size, mtime)
+        out = {}
+        for worker in sorted(by_worker):
+            ordered = sorted(by_worker[worker].items(), key=lambda kv: -1 if kv[0] is None else int(kv[0]))
+            out[worker] = [SpanFile(span, i, p, size, mtime) for i, (span, (_, p, size, mtime)) in enumerate(ordered, 1)]
+        return out
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _walk_local(logdir: str, c: _Collector) -> None:
+    root = os.path.realpath(logdir)
+    stack = [("", logdir)]
+    while stack:
+        rel, folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as e:
+            c.skip(folder, f"folder cannot be listed: {e.strerror or e}")
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue  # hidden, including the writer's temp files
+            child_rel = f"{rel}/{name}" if rel else name
+            candidate = _looks_like_trace(name) or _is_json(name)
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if _stat.S_ISLNK(st.st_mode):
+                    target = os.path.realpath(entry.path)
+                    if not os.path.exists(target):
+                        if candidate:
+                            c.skip(entry.path, BROKEN_LINK)
+                        continue
+                    if not _inside(target, root):
+                        if candidate or os.path.isdir(target):
+                            c.skip(entry.path, LINK_OUTSIDE)
+                        continue
+                    if os.path.isdir(target):
+                        c.skip(entry.path, LINK_DIR_INSIDE)
+                        continue
+                    st = os.stat(target)
+                if _stat.S_ISDIR(st.st_mode):
+                    if _looks_like_trace(name) and parse_trace_name(name):
+                        c.skip(entry.path, IS_FOLDER)
+                    stack.append((child_rel, entry.path))
+                    continue
+                if not candidate:
+                    continue
+                if not _stat.S_ISREG(st.st_mode):
+                    c.skip(entry.path, NOT_REGULAR)
+                elif not os.access(entry.path, os.R_OK):
+                    c.skip(entry.path, UNREADABLE)
+                else:
+                    c.file(rel, folder, name, entry.path, st.st_size, st.st_mtime)
+            except OSError as e:
+                if candidate:
+                    c.skip(entry.path, f"cannot be read: {e.strerror or e}")
+
+
+def _mtime(info: dict) -> float:
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "timeCreated"):
+        v = info.get(key)
+        if v is None:
+            continue
+        if isinstance(v, _dt.datetime):
+            return v.timestamp()
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            try:
+                return _dt.datetime.fromisoformat(str(v).replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return 0.0
+
+
+def _walk_fsspec(url: str, c: _Collector) -> None:
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(url)
+    root = root.rstrip("/")
+    prefix = root + "/" if root else ""
+    for path, info in sorted(fs.find(root, detail=True, withdirs=False).items()):
+        full = fs.unstrip_protocol(path)
+        if not path.startswith(prefix) and prefix:
+            continue
+        parts = path[len(prefix):].split("/")
+        name = parts[-1]
+        if any(p.startswith(".") for p in parts if p not in ("..", ".")):
+            continue
+        if ".." in parts or "." in parts or "" in parts:
+            if _looks_like_trace(name) or _is_json(name):
+                c.skip(full, DOTDOT)
+            continue
+        rel = "/".join(parts[:-1])
+        folder = fs.unstrip_protocol(f"{prefix}{rel}" if rel else root)
+        c.file(rel, folder, name, full, int(info.get("size") or 0), _mtime(info))
+
+
+def discover(logdir: str | os.PathLike) -> Discovery:
+    """List the runs under ``logdir`` and the trace-like files that cannot be used.
+
+    Cheap (listing and stat only), so it can be called again and again; the
+    result compares equal when nothing changed.
+    """
+    logdir = os.fspath(logdir)
+    if is_url(logdir):
+        base = logdir.split("://", 1)[1].rstrip("/").rsplit("/", 1)[-1]
+        c = _Collector(logdir, base)
+        _walk_fsspec(logdir, c)
+    else:
+        if logdir.startswith("file://"):
+            logdir = logdir[len("file://"):]
+        logdir = os.path.abspath(logdir)
+        c = _Collector(logdir, os.path.basename(logdir.rstrip(os.sep)))
+        if not os.path.isdir(logdir):
+            raise FileNotFoundError(f"logdir does not exist or is not a folder: {logdir}")
+        _walk_local(logdir, c)
+    return c.result()

@@ -1,0 +1,164 @@
+"""Trace writer: a drop-in for ``torch.profiler.tensorboard_trace_handler``.
+
+Why not torch's own: it exports straight to the final name, so a TensorBoard
+watching the logdir can pick up half a file; it gzips at level 9 (slow for
+little gain); and it only writes to local paths. This one writes to a hidden
+temporary name in the same folder, gzips at a measured level, and publishes
+with ``os.replace`` (or an fsspec ``mv`` for URLs), so readers only ever see
+complete files.
+
+torch is imported by nothing here: the profiler object arrives as an argument.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import socket
+import tempfile
+import time
+
+TRACE_SUFFIX = ".pt.trace.json"
+TEMP_MARK = ".tmp-"
+
+# Gzip level, chosen by measurement (``python benchmarks/bench_writer.py --trace
+# FILE``: in-memory compression, median of 3-9, one core of the 2-core dev box)
+# on a real samples/cnn.py trace (1.31 MB) and that trace blown up to 54 MB with
+# shared/tools/make_big_trace.py --synth-gpu:
+#
+#   codec   level |  1.3 MB: ms    KB  |  54 MB: ms     KB   ratio
+#   igzip     0   |        0.9    145  |       35    5911    9.2x
+#   igzip     1   |        0.9    120  |       37    4907   11.1x  <- with isal
+#   igzip     2   |        0.9    119  |       42    4864   11.2x
+#   igzip     3   |        4.2    116  |      142    4935   11.0x
+#   zlib      1   |        6.8    117  |      263    4844   11.2x
+#   zlib      3   |        6.4    108  |      297    4420   12.3x  <- without isal
+#   zlib      6   |       12.3     88  |      526    3567   15.2x
+#   zlib      9   |       41.3     80  |     1882    3221   16.9x  (torch's choice)
+#
+# The handler runs inside the training loop (on_trace_ready blocks the step)
+# and kineto's own JSON export costs ~8 ms/MB, so compression should add little
+# to that: igzip 1 adds ~0.7 ms/MB, 50x faster than zlib 9, for files ~1.5x
+# larger. igzip 2 buys 1% size for 13% time; igzip 3 is slower and no smaller.
+# Without isal, zlib 3 is as fast as zlib 1 and 9% smaller; level 4 and up
+# cost more time than they save in bytes.
+ISAL_LEVEL = 1
+ZLIB_LEVEL = 3
+
+
+def is_temp_name(name: str) -> bool:
+    """True for the writer's in-progress files (``.<final>.tmp-<pid>[-gz]``).
+
+    Discovery uses this to never list them: they are hidden and do not end in
+    ``.pt.trace.json[.gz]``.
+    """
+    return name.startswith(".") and TEMP_MARK in name
+
+
+def _temp_name(final: str) -> str:
+    return f".{final}{TEMP_MARK}{os.getpid()}"
+
+
+def default_worker_name() -> str:
+    """``{hostname}_{pid}``, exactly as torch's handler names workers."""
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+def gzip_file(src: str, dst: str) -> None:
+    """Compress ``src`` into ``dst`` (standard gzip), igzip when available."""
+    try:
+        from isal import igzip
+
+        opener = lambda p: igzip.open(p, "wb", compresslevel=ISAL_LEVEL)  # noqa: E731
+    except ImportError:
+        opener = lambda p: gzip.open(p, "wb", compresslevel=ZLIB_LEVEL)  # noqa: E731
+    with open(src, "rb") as fin, opener(dst) as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _export_local(prof, folder: str, final: str, use_gzip: bool, use_python_export: bool) -> str:
+    """Export into ``folder`` under a temp name and publish it as ``final``."""
+    tmp = os.path.join(folder, _temp_name(final))
+    tmp_gz = tmp + "-gz"
+    target = os.path.join(folder, final)
+    try:
+        # The temp name does not end in .gz, so torch writes plain JSON; we gzip.
+        prof.export_chrome_trace(tmp, use_python_export=use_python_export)
+        if use_gzip:
+            gzip_file(tmp, tmp_gz)
+            _remove(tmp)
+            os.replace(tmp_gz, target)
+        else:
+            os.replace(tmp, target)
+    finally:
+        _remove(tmp)
+        _remove(tmp_gz)
+    return target
+
+
+def _export_fsspec(prof, url: str, final: str, use_gzip: bool, use_python_export: bool) -> str:
+    """Write locally, upload to a temp name, then ``mv``: no half file is ever visible."""
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(url)
+    try:
+        fs.makedirs(root, exist_ok=True)
+    except Exception:  # noqa: BLE001 - object stores have no real folders; put_file reports real errors
+        pass
+    remote_tmp = f"{root.rstrip('/')}/{_temp_name(final)}"
+    remote_final = f"{root.rstrip('/')}/{final}"
+    with tempfile.TemporaryDirectory(prefix="tb_profiler-") as local_dir:
+        local = _export_local(prof, local_dir, final, use_gzip, use_python_export)
+        try:
+            fs.put_file(local, remote_tmp)
+            fs.mv(remote_tmp, remote_final)
+        except BaseException:
+            try:
+                if fs.exists(remote_tmp):
+                    fs.rm(remote_tmp)
+            except Exception:  # noqa: BLE001 - keep the original error
+                pass
+            raise
+    return fs.unstrip_protocol(remote_final)
+
+
+def _is_url(dir_name: str) -> bool:
+    return "://" in str(dir_name) and not str(dir_name).startswith("file://")
+
+
+def tensorboard_trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False,
+                              use_python_export: bool = False):
+    """Return an ``on_trace_ready`` callable writing ``{worker}.{time_ns}.pt.trace.json[.gz]``.
+
+    Same signature and file names as ``torch.profiler.tensorboard_trace_handler``;
+    one file per profiling cycle. ``dir_name`` may be a local path or an fsspec
+    URL (``memory://``, ``s3://``, ``file://``...). The callable returns the path
+    (or URL) it wrote, which torch ignores.
+    """
+    dir_name = os.fspath(dir_name)
+    if dir_name.startswith("file://"):
+        dir_name = dir_name[len("file://"):]
+
+    def handler_fn(prof) -> str:
+        nonlocal worker_name
+        if not worker_name:
+            worker_name = default_worker_name()
+        # Nanoseconds, as torch: two cycles never share a name.
+        final = f"{worker_name}.{time.time_ns()}{TRACE_SUFFIX}" + (".gz" if use_gzip else "")
+        if _is_url(dir_name):
+            return _export_fsspec(prof, dir_name, final, use_gzip, use_python_export)
+        if not os.path.isdir(dir_name):
+            try:
+                os.makedirs(dir_name, exist_ok=True)
+            except Exception as e:
+                raise RuntimeError("Can't create directory: " + dir_name) from e
+        return _export_local(prof, dir_name, final, use_gzip, use_python_export)
+
+    return handler_fn

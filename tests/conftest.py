@@ -1,0 +1,48 @@
+"""Shared fixtures: real torch 2.13 CPU traces, generated once per test session.
+
+``sample_logdir`` runs ``samples/make_all.py`` (about 10 s on 2 cores) into a
+session temp folder; ``sample_traces`` lists the trace files in it. Set
+``TB_PROFILER_SAMPLE_LOGDIR`` to a logdir already written by make_all.py to
+reuse it across sessions while iterating. Tests using them are skipped when
+torch is not installed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if importlib.util.find_spec("tb_profiler") is None:  # a checkout that is not pip-installed
+    sys.path.insert(0, str(ROOT))
+
+SAMPLE_RUNS = ("cnn_workers0", "cnn_workers2", "ddp_gloo", "transformer")
+
+
+def _trace_files(logdir: Path) -> list[Path]:
+    return sorted(p for p in logdir.rglob("*.pt.trace.json*") if not p.name.startswith("."))
+
+
+@pytest.fixture(scope="session")
+def sample_logdir(tmp_path_factory) -> Path:
+    """A logdir holding the four sample runs (see samples/make_all.py)."""
+    reuse = os.environ.get("TB_PROFILER_SAMPLE_LOGDIR")
+    if reuse and all((Path(reuse) / r).is_dir() for r in SAMPLE_RUNS):
+        return Path(reuse)
+    pytest.importorskip("torch")
+    logdir = tmp_path_factory.mktemp("sample_logdir")
+    proc = subprocess.run([sys.executable, str(ROOT / "samples" / "make_all.py"), str(logdir)],
+                          capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    if proc.returncode != 0:
+        pytest.fail(f"samples/make_all.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return logdir
+
+
+@pytest.fixture(scope="session")
+def sample_traces(sample_logdir) -> list[Path]:
+    """Every trace file in ``sample_logdir`` (10: 4 runs, 5 workers, 2 spans each)."""
+    return _trace_files(sample_logdir)
