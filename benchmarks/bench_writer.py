@@ -9,7 +9,7 @@ print the median time and the file size of each with ratios.
 python-isal igzip levels 0-3 (if installed) and print time and size: the
 measurement behind ``ISAL_LEVEL`` / ``ZLIB_LEVEL`` in tb_profiler/writer.py.
 
-    python benchmarks/bench_writer.py [--model cnn|transformer] [--repeat 5] [--levels] [--json]
+    python benchmarks/bench_writer.py [--model cnn|transformer] [--repeat 5] [--levels] [--no-isal] [--json]
     python benchmarks/bench_writer.py --levels --trace some.pt.trace.json
 """
 from __future__ import annotations
@@ -134,9 +134,19 @@ def main(argv=None) -> None:
     ap.add_argument("--levels", action="store_true", help="also measure gzip levels")
     ap.add_argument("--trace", help="measure levels on this plain JSON trace instead (skips the handler run)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    ap.add_argument("--no-isal", action="store_true", help="hide python-isal: measure the zlib fallback")
     args = ap.parse_args(argv)
+    if args.no_isal:
+        sys.modules["isal"] = None  # makes `from isal import igzip` raise ImportError
 
-    report: dict = {}
+    from tb_profiler import writer
+
+    try:
+        from isal import igzip  # noqa: F401
+
+        report: dict = {"our_gzip": f"isal igzip level {writer.ISAL_LEVEL}"}
+    except ImportError:
+        report = {"our_gzip": f"zlib level {writer.ZLIB_LEVEL}"}
     if args.trace:
         with open(args.trace, "rb") as f:
             data = f.read()
@@ -149,7 +159,8 @@ def main(argv=None) -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"trace: {len(data) / 1e6:.2f} MB of JSON ({args.trace or args.model}), median of {args.repeat}")
+    print(f"trace: {len(data) / 1e6:.2f} MB of JSON ({args.trace or args.model}), median of {args.repeat}; "
+          f"our gzip: {report['our_gzip']}, torch's: zlib level 9")
     if "handlers" in report:
         by = {r["case"]: r for r in report["handlers"]}
         print(f"\n{'case':<20}{'ms':>9}{'KB':>9}{'time vs torch':>15}{'size vs torch':>15}")
