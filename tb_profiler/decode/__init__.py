@@ -1,0 +1,87 @@
+"""Trace decoding: the JSON text of a trace file -> the columns of ``schema.Decoded``.
+
+    decode(buf, source)        buf: a bytearray (or other writable buffer) holding the whole
+                               decompressed JSON text; it is reused for the args blob, so its
+                               content is destroyed (also when decoding fails)
+    decode_bytes(data, source) the same from read-only bytes (costs one copy)
+    DECODER_VERSION            changes whenever the decoded output may change (cache key)
+
+The work is done in one pass by the native decoder (native/, built as
+``tb_profiler._native``); the output contract is ``tb_profiler/decode/schema.py``.
+Malformed input raises ``tb_profiler.errors.TraceFormatError`` with the byte offset.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tb_profiler.decode import schema
+from tb_profiler.decode.schema import Decoded
+from tb_profiler.errors import TraceFormatError
+
+__all__ = ["DECODER_VERSION", "decode", "decode_bytes", "Decoded"]
+
+# Bump whenever the decoder's output changes for some input (the decode cache keys on it).
+DECODER_VERSION = 1
+
+_FORMAT_DTYPE = {"q": np.dtype(np.int64), "i": np.dtype(np.int32), "B": np.dtype(np.uint8),
+                 "d": np.dtype(np.float64)}
+_EXCERPT_BYTES = 40
+_native_module = None
+
+
+def _native():
+    """The extension, imported on first use (so that schema.py imports without a build)
+    and checked once against the schema: a mismatch is a build from other sources."""
+    global _native_module
+    if _native_module is None:
+        from tb_profiler import _native as native
+
+        dense = {name: _FORMAT_DTYPE[fmt] for name, fmt in native.DENSE_COLUMNS}
+        sparse = {name: _FORMAT_DTYPE[fmt] for name, fmt in native.SPARSE_COLUMNS}
+        if dense != schema.dense_dtypes() or sparse != schema.sparse_dtypes():
+            raise ImportError("tb_profiler._native does not match tb_profiler/decode/schema.py: "
+                              "rebuild it (python setup.py build_ext --inplace)")
+        _native_module = native
+    return _native_module
+
+
+def _excerpt(buf, offset: int) -> str:
+    # Text before the offset may already hold compacted args: show what follows it.
+    return bytes(memoryview(buf).cast("B")[offset:offset + _EXCERPT_BYTES]).decode("utf-8", "replace")
+
+
+def _args_blob(buf, n: int):
+    """buf[:n] without a copy: a bytearray is shrunk in place (giving its tail back to the
+    allocator), anything else (or a bytearray with live exports) is sliced by a memoryview."""
+    if isinstance(buf, bytearray):
+        try:
+            del buf[n:]
+            return buf
+        except BufferError:
+            pass
+    return memoryview(buf).cast("B")[:n]
+
+
+def decode(buf: bytearray, source: str = "<bytes>") -> Decoded:
+    """Decode the trace JSON text in ``buf`` (writable; overwritten) into columns."""
+    native = _native()
+    try:
+        raw = native.decode(buf)
+    except native.DecodeError as exc:
+        message, offset = exc.args
+        raise TraceFormatError(source, message, offset, _excerpt(buf, offset)) from None
+    except (TypeError, BufferError) as exc:
+        raise TypeError(f"decode() needs a writable buffer such as a bytearray ({exc}); "
+                        "use decode_bytes() for bytes") from None
+    dense = {name: np.frombuffer(raw["dense"][name], dtype) for name, dtype in schema.dense_dtypes().items()}
+    sparse = {}
+    for name, dtype in schema.sparse_dtypes().items():
+        rows, values = raw["sparse"][name]
+        sparse[name] = (np.frombuffer(rows, np.int32), np.frombuffer(values, dtype))
+    return Decoded(dense=dense, sparse=sparse, strings=raw["strings"],
+                   args_blob=_args_blob(buf, raw["args_blob_len"]), toplevel=raw["toplevel"], source=source)
+
+
+def decode_bytes(data: bytes, source: str = "<bytes>") -> Decoded:
+    """Decode trace JSON text from read-only bytes (copies it into a bytearray first)."""
+    return decode(bytearray(data), source)

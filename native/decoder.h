@@ -1,0 +1,65 @@
+/* The trace walk: one pass over a Kineto/Chrome trace's JSON text into the columns of
+ * tb_profiler/decode/schema.py. Plain C, no Python: module.c runs it without the GIL and
+ * turns the result into Python objects. */
+#ifndef TB_DECODER_H
+#define TB_DECODER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "columns.h"
+#include "intern.h"
+#include "json_scan.h"
+
+#define TB_MISSING_INT INT64_MIN
+
+/* Sparse columns, in schema.sparse_dtypes() order. */
+typedef struct {
+    const char *name;
+    char format; /* struct-module letter: q int64, i int32, B uint8, d float64 */
+    size_t itemsize;
+} tb_colspec;
+
+#define TB_NSPARSE 53
+extern const tb_colspec tb_sparse_specs[TB_NSPARSE];
+
+/* A top-level member other than traceEvents: decoded key, raw value text (copies). */
+typedef struct {
+    uint8_t *key, *val;
+    size_t klen, vlen;
+} tb_topentry;
+
+/* One member of a counter event's args, for the dict-order rule (see counter_event). */
+typedef struct {
+    size_t koff, klen; /* key bytes in ckeys */
+    size_t idx;        /* position in the object */
+    size_t voff, vlen; /* number token relative to the args text; vlen 0: not a number */
+} tb_cmember;
+
+typedef struct {
+    tb_scanner sc;
+    uint8_t *buf; /* the writable document */
+    size_t w;     /* args blob write pointer: buf[:w] is the blob, w <= read position */
+    tb_intern strings;
+    tb_dense dense;
+    tb_sparse sparse[TB_NSPARSE];
+    tb_topentry *top;
+    size_t ntop, top_cap;
+    bool found_events;
+    /* scratch for counter events */
+    tb_cmember *cmembers;
+    size_t cmembers_cap;
+    uint8_t *ckeys;
+    size_t ckeys_cap;
+} tb_decoder;
+
+/* Must be called once before tb_decode (builds the args key table). */
+bool tb_decoder_global_init(void);
+
+/* Zero d first. Returns 0, or -1 with d->sc.err_* describing the problem. buf is modified
+ * (args compaction); everything allocated stays in d until tb_decoder_free. */
+int tb_decode(tb_decoder *d, uint8_t *buf, size_t len);
+
+void tb_decoder_free(tb_decoder *d);
+
+#endif

@@ -1,0 +1,312 @@
+/* tb_profiler._native: the Python face of the decoder.
+ *
+ *   decode(buf) -> dict      buf: a writable bytes-like object holding the JSON text
+ *   DecodeError(ValueError)  args (message, byte_offset)
+ *   Buffer                   a bytes-like object owning one decoded column (zero copy
+ *                            for numpy.frombuffer)
+ *   DENSE_COLUMNS, SPARSE_COLUMNS   ((name, struct format letter), ...) in schema order
+ *
+ * The parse runs without the GIL on plain C structures; Python objects are only made at
+ * the end, each column handing its malloc'd block to a Buffer without a copy.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdlib.h>
+
+#include "decoder.h"
+
+/* ------------------------------------------------------------------ Buffer */
+
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    Py_ssize_t len;
+} BufferObject;
+
+static void Buffer_dealloc(BufferObject *self)
+{
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->len, 0, flags);
+}
+
+static Py_ssize_t Buffer_length(BufferObject *self)
+{
+    return self->len;
+}
+
+static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};
+static PySequenceMethods Buffer_as_sequence = {.sq_length = (lenfunc)Buffer_length};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tb_profiler._native.Buffer",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+    .tp_as_sequence = &Buffer_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A decoded column: a writable bytes-like block of memory (use numpy.frombuffer).",
+};
+
+/* Wraps *data (nbytes long) in a Buffer, taking ownership: *data is set to NULL, and is
+ * freed here if the wrapper cannot be made. The block is first trimmed to its size. */
+static PyObject *buffer_take(void **data, size_t nbytes)
+{
+    void *p = *data;
+    *data = NULL;
+    void *trimmed = realloc(p, nbytes ? nbytes : 1);
+    if (trimmed)
+        p = trimmed;
+    else if (!p)
+        return PyErr_NoMemory();
+    BufferObject *b = PyObject_New(BufferObject, &BufferType);
+    if (!b) {
+        free(p);
+        return NULL;
+    }
+    b->data = p;
+    b->len = (Py_ssize_t)nbytes;
+    return (PyObject *)b;
+}
+
+/* ------------------------------------------------------------------ results */
+
+static PyObject *DecodeError;
+
+static PyObject *utf8_str(const uint8_t *p, size_t n, int ascii)
+{
+    if (ascii) {
+        /* known ASCII: skip the decoder's scan */
+        PyObject *u = PyUnicode_New((Py_ssize_t)n, 127);
+        if (u)
+            memcpy(PyUnicode_DATA(u), p, n);
+        return u;
+    }
+    return PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)n, "strict");
+}
+
+/* dict.__setitem__ that steals the value reference. */
+static int set_steal(PyObject *dict, const char *key, PyObject *value)
+{
+    if (!value)
+        return -1;
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *dense_dict(tb_decoder *d)
+{
+    PyObject *out = PyDict_New();
+    if (!out)
+        return NULL;
+    tb_colref refs[TB_NDENSE];
+    tb_dense_refs(&d->dense, refs);
+    for (int i = 0; i < TB_NDENSE; i++) {
+        if (set_steal(out, refs[i].name, buffer_take(refs[i].data, d->dense.n * refs[i].itemsize)) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static PyObject *sparse_dict(tb_decoder *d)
+{
+    PyObject *out = PyDict_New();
+    if (!out)
+        return NULL;
+    for (int i = 0; i < TB_NSPARSE; i++) {
+        tb_sparse *c = &d->sparse[i];
+        PyObject *rows = buffer_take((void **)&c->rows, c->n * sizeof(int32_t));
+        PyObject *vals = buffer_take((void **)&c->vals, c->n * c->itemsize);
+        PyObject *pair = (rows && vals) ? PyTuple_Pack(2, rows, vals) : NULL;
+        Py_XDECREF(rows);
+        Py_XDECREF(vals);
+        if (set_steal(out, tb_sparse_specs[i].name, pair) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static PyObject *strings_list(tb_decoder *d)
+{
+    PyObject *out = PyList_New((Py_ssize_t)d->strings.n);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < d->strings.n; i++) {
+        size_t n;
+        int ascii;
+        const uint8_t *p = tb_intern_bytes(&d->strings, i, &n, &ascii);
+        PyObject *u = utf8_str(p, n, ascii);
+        if (!u) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, u);
+    }
+    return out;
+}
+
+static PyObject *toplevel_dict(tb_decoder *d)
+{
+    PyObject *out = PyDict_New();
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < d->ntop; i++) {
+        const tb_topentry *e = &d->top[i];
+        PyObject *k = utf8_str(e->key, e->klen, 0);
+        PyObject *v = utf8_str(e->val, e->vlen, 0);
+        int rc = (k && v) ? PyDict_SetItem(out, k, v) : -1; /* a repeated key: last wins */
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (rc < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static PyObject *build_result(tb_decoder *d)
+{
+    PyObject *out = PyDict_New();
+    if (!out)
+        return NULL;
+    if (set_steal(out, "dense", dense_dict(d)) < 0 || set_steal(out, "sparse", sparse_dict(d)) < 0 ||
+        set_steal(out, "strings", strings_list(d)) < 0 || set_steal(out, "toplevel", toplevel_dict(d)) < 0 ||
+        set_steal(out, "args_blob_len", PyLong_FromSize_t(d->w)) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void raise_error(const tb_decoder *d)
+{
+    const tb_scanner *s = &d->sc;
+    if (s->err_kind == TB_ERR_NOMEM) {
+        PyErr_NoMemory();
+        return;
+    }
+    PyObject *args = Py_BuildValue("(sn)", s->err_msg ? s->err_msg : "malformed trace", (Py_ssize_t)s->err_off);
+    if (args) {
+        PyErr_SetObject(DecodeError, args);
+        Py_DECREF(args);
+    }
+}
+
+/* ------------------------------------------------------------------ module */
+
+PyDoc_STRVAR(decode_doc,
+             "decode(buf) -> dict\n\n"
+             "Decode the JSON text of a Kineto/Chrome trace held in the writable buffer buf\n"
+             "(e.g. a bytearray) into columns. buf is overwritten: on return, buf[:args_blob_len]\n"
+             "holds every event's args text (args_off/args_len address it).\n"
+             "Returns {'dense': {col: Buffer}, 'sparse': {col: (rows Buffer, values Buffer)},\n"
+             "'strings': [str], 'toplevel': {key: raw JSON text}, 'args_blob_len': int}.\n"
+             "Raises DecodeError(message, byte_offset) for malformed input.");
+
+static PyObject *native_decode(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    tb_decoder *d = calloc(1, sizeof *d);
+    if (!d) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int rc;
+    /* the buffer export keeps a bytearray from being resized while we run unlocked */
+    Py_BEGIN_ALLOW_THREADS
+    rc = tb_decode(d, (uint8_t *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc)
+        raise_error(d);
+    else
+        result = build_result(d);
+    tb_decoder_free(d);
+    free(d);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef native_methods[] = {
+    {"decode", native_decode, METH_O, decode_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "tb_profiler._native", "The native trace decoder (see tb_profiler.decode).", -1,
+    native_methods, NULL, NULL, NULL, NULL,
+};
+
+static PyObject *column_table(void)
+{
+    tb_dense dummy = {0};
+    tb_colref refs[TB_NDENSE];
+    tb_dense_refs(&dummy, refs);
+    PyObject *dense = PyTuple_New(TB_NDENSE);
+    if (!dense)
+        return NULL;
+    for (int i = 0; i < TB_NDENSE; i++) {
+        PyObject *item = Py_BuildValue("(sC)", refs[i].name, refs[i].format);
+        if (!item) {
+            Py_DECREF(dense);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(dense, i, item);
+    }
+    return dense;
+}
+
+static PyObject *sparse_table(void)
+{
+    PyObject *sparse = PyTuple_New(TB_NSPARSE);
+    if (!sparse)
+        return NULL;
+    for (int i = 0; i < TB_NSPARSE; i++) {
+        PyObject *item = Py_BuildValue("(sC)", tb_sparse_specs[i].name, tb_sparse_specs[i].format);
+        if (!item) {
+            Py_DECREF(sparse);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(sparse, i, item);
+    }
+    return sparse;
+}
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    if (!tb_decoder_global_init()) {
+        PyErr_SetString(PyExc_ImportError, "tb_profiler._native: decoder tables failed to initialise");
+        return NULL;
+    }
+    if (PyType_Ready(&BufferType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&native_module);
+    if (!m)
+        return NULL;
+    DecodeError = PyErr_NewExceptionWithDoc("tb_profiler._native.DecodeError",
+                                            "Malformed trace JSON: args are (message, byte_offset).",
+                                            PyExc_ValueError, NULL);
+    Py_INCREF(&BufferType);
+    if (!DecodeError || PyModule_AddObject(m, "DecodeError", DecodeError) < 0 ||
+        PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0 ||
+        PyModule_AddObject(m, "DENSE_COLUMNS", column_table()) < 0 ||
+        PyModule_AddObject(m, "SPARSE_COLUMNS", sparse_table()) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(DecodeError); /* the module's reference was stolen; keep ours */
+    return m;
+}
