@@ -118,8 +118,10 @@ def _readinto_all(f, size: int) -> bytearray:
 
 def _gunzip(comp: bytearray, source: str) -> bytearray:
     """Inflate all gzip members of comp into a bytearray sized from the ISIZE trailer."""
+    # ISIZE is mod 2**32, the last member's only, and garbage in a damaged file: only a hint,
+    # capped at 256x the compressed size (trace JSON deflates ~30x), grown if short.
     hint = int.from_bytes(comp[-4:], "little") if len(comp) >= 18 else 0
-    out = bytearray(hint)  # ISIZE is mod 2**32 and the last member's only: a hint, grown if short
+    out = bytearray(min(hint, 256 * len(comp)))
     pos = 0
     src = memoryview(comp)
     start = 0
