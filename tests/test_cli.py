@@ -1,0 +1,115 @@
+"""tb-profiler runs / info, run as a user would: a subprocess, text and --json output."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+V100 = SHARED / "kineto-resnet50-v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
+
+
+def run_cli(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TB_PROFILER_CACHE_DIR=str(cache_dir))
+    return subprocess.run([sys.executable, "-m", "tb_profiler.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+@pytest.fixture
+def cache_dir(tmp_path) -> Path:
+    return tmp_path / "cache"
+
+
+def test_info_json_on_shared_v100_trace(cache_dir):
+    proc = run_cli("info", str(V100), "--json", cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["categories"] == {"cpu_op": 23646, "cuda_runtime": 11923, "kernel": 8772, "gpu_memset": 312,
+                                 "gpu_memcpy": 12, "Trace": 1}
+    assert doc["steps"] == [5, 6, 7, 8, 9, 10]
+    assert [d["name"] for d in doc["devices"]] == ["Tesla V100-DGXS-32GB"] * 4
+    assert doc["device_kinds"] == ["CUDA"]
+    assert doc["span_ns"]["start"] == 1623142623460016000
+    assert doc["from_cache"] is False
+    again = json.loads(run_cli("info", str(V100), "--json", cache_dir=cache_dir).stdout)
+    assert again["from_cache"] is True
+    assert {k: v for k, v in again.items() if "seconds" not in k and k != "from_cache"} == \
+        {k: v for k, v in doc.items() if "seconds" not in k and k != "from_cache"}
+
+
+def test_info_text_names_steps_devices_and_categories(cache_dir):
+    proc = run_cli("info", str(V100), cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "ProfilerStep#5..#10" in proc.stdout
+    assert "Tesla V100-DGXS-32GB" in proc.stdout
+    assert "kernel" in proc.stdout and "8772" in proc.stdout
+
+
+def test_info_on_a_folder_reads_every_sample_trace(sample_logdir, sample_traces, cache_dir):
+    proc = run_cli("info", str(sample_logdir), "--json", cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    docs = json.loads(proc.stdout)
+    assert sorted(d["path"] for d in docs) == sorted(str(p) for p in sample_traces)
+    for doc in docs:
+        assert doc["devices"] == [] and doc["device_kinds"] == []  # CPU-only samples
+        assert len(doc["steps"]) == 2 and doc["categories"]["cpu_op"] > 0
+    ddp = [d for d in docs if "ddp_gloo" in d["path"]]
+    assert {d["distributed"]["rank"] for d in ddp} == {0, 1}
+    assert all(d["distributed"]["backend"] == "gloo" for d in ddp)
+
+
+def test_runs_json_lists_sample_runs_workers_and_spans(sample_logdir, cache_dir):
+    proc = run_cli("runs", str(sample_logdir), "--json", cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    runs = {r["name"]: r for r in doc["runs"]}
+    assert set(runs) == {"cnn_workers0", "cnn_workers2", "ddp_gloo", "transformer"}
+    assert set(runs["ddp_gloo"]["workers"]) == {"rank0", "rank1"}
+    assert all(len(spans) == 2 for r in runs.values() for spans in r["workers"].values())
+    assert doc["skipped"] == []
+
+
+def test_bad_trace_is_reported_on_stderr_and_others_still_shown(tmp_path, cache_dir):
+    good = tmp_path / "run" / "good.1.pt.trace.json"
+    good.parent.mkdir()
+    good.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,'
+                    ' "ts": 1.5, "dur": 2}]}')
+    bad = tmp_path / "run" / "bad.1.pt.trace.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "unterminated}'))
+    proc = run_cli("info", str(tmp_path / "run"), "--json", cache_dir=cache_dir)
+    assert proc.returncode == 1
+    assert str(bad) in proc.stderr and "byte" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    docs = json.loads(proc.stdout)
+    assert [d["path"] for d in docs] == [str(good)]
+    assert docs[0]["span_ns"] == {"start": 1500, "end": 3500, "duration": 2000}
+
+
+def test_missing_path_and_empty_logdir_fail_cleanly(tmp_path, cache_dir):
+    proc = run_cli("info", str(tmp_path / "nope.pt.trace.json"), cache_dir=cache_dir)
+    assert proc.returncode == 1 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("runs", str(tmp_path), cache_dir=cache_dir)
+    assert proc.returncode == 1 and "no runs found" in proc.stderr
+
+
+def test_runs_reports_skipped_files(tmp_path, cache_dir):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "w.1.pt.trace.json").write_text('{"traceEvents": []}')
+    (run / "w.2.pt.trace.json").write_bytes(b"")
+    proc = run_cli("runs", str(tmp_path), "--json", cache_dir=cache_dir)
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert [s["path"] for s in doc["skipped"]] == [str(run / "w.2.pt.trace.json")]
+    assert "empty" in doc["skipped"][0]["reason"]
+    assert "w.2.pt.trace.json" in proc.stderr
+
+
+def test_usage_error_exits_2(cache_dir):
+    proc = run_cli("frobnicate", cache_dir=cache_dir)
+    assert proc.returncode == 2
