@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -28,12 +29,17 @@ RUNS = {
 
 
 def make_all(logdir: str, use_gzip: bool = False, only=None) -> dict[str, list[str]]:
-    """Run the samples; return {run name: [files written]}."""
+    """Run the samples; return {run name: [files written]}.
+
+    A run folder left by an earlier make_all is replaced, not added to: rerunning the
+    README command must show the same runs and spans, not twice as many.
+    """
     os.makedirs(logdir, exist_ok=True)
     out = {}
     for name, fn in RUNS.items():
         if only and name not in only:
             continue
+        shutil.rmtree(os.path.join(logdir, name), ignore_errors=True)
         t0 = time.perf_counter()
         out[name] = fn(logdir, use_gzip)
         print(f"{name}: {len(out[name])} files in {time.perf_counter() - t0:.1f} s", flush=True)

@@ -18,6 +18,8 @@ import socket
 import tempfile
 import time
 
+from tb_profiler.io.read import is_url
+
 TRACE_SUFFIX = ".pt.trace.json"
 TEMP_MARK = ".tmp-"
 
@@ -129,10 +131,6 @@ def _export_fsspec(prof, url: str, final: str, use_gzip: bool, use_python_export
     return fs.unstrip_protocol(remote_final)
 
 
-def _is_url(dir_name: str) -> bool:
-    return "://" in str(dir_name) and not str(dir_name).startswith("file://")
-
-
 def tensorboard_trace_handler(dir_name, worker_name: str | None = None, use_gzip: bool = False,
                               use_python_export: bool = False):
     """Return an ``on_trace_ready`` callable writing ``{worker}.{time_ns}.pt.trace.json[.gz]``.
@@ -152,7 +150,7 @@ def tensorboard_trace_handler(dir_name, worker_name: str | None = None, use_gzip
             worker_name = default_worker_name()
         # Nanoseconds, as torch: two cycles never share a name.
         final = f"{worker_name}.{time.time_ns()}{TRACE_SUFFIX}" + (".gz" if use_gzip else "")
-        if _is_url(dir_name):
+        if is_url(dir_name):
             return _export_fsspec(prof, dir_name, final, use_gzip, use_python_export)
         if not os.path.isdir(dir_name):
             try:
