@@ -103,6 +103,8 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
             arrays[f"sparse.{name}.rows"] = np.asarray(where)
             arrays[f"sparse.{name}.values"] = np.asarray(values)
 
+    for arr in arrays.values():  # read-only, like the memory-mapped arrays of a cached trace
+        arr.flags.writeable = False
     meta = {
         "source": decoded.source,
         "n_rows": n,
