@@ -51,7 +51,6 @@ CHILD = DIGEST + textwrap.dedent("""
     def tripwire(*a, **k):
         raise AssertionError("decoder or file reader called on a cache hit")
 
-    version = getattr(d, "DECODER_VERSION", None)
     if sys.argv[3] != "native":
         d.DECODER_VERSION = sys.argv[3]
     d.decode = tripwire

@@ -68,6 +68,8 @@ def read_trace_bytes(path_or_url: str | os.PathLike) -> bytearray:
         raise TraceFormatError(source, "is a directory, not a trace file") from None
     except OSError as e:
         raise TraceFormatError(source, f"cannot read: {e.strerror or e}") from None
+    except (ImportError, ValueError) as e:  # e.g. an fsspec protocol whose package is missing
+        raise TraceFormatError(source, f"cannot read: {type(e).__name__}: {e}") from None
     if len(raw) == 0:
         raise TraceFormatError(source, "empty file")
     if raw[:2] == _GZIP_MAGIC:

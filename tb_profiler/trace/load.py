@@ -42,7 +42,7 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
                                   MODEL_VERSION)
             entry_file = _cache.entry_path(source, cache_dir)
             hit = _cache.read_entry(entry_file, key)
-        except OSError:  # missing file and the like: read_trace_bytes reports it properly
+        except (OSError, ImportError, ValueError):  # read_trace_bytes reports the real problem
             key = hit = None
         if hit is not None:
             trace = Trace(TraceState(hit.arrays, hit.strings, hit.args_blob, hit.meta), from_cache=True)
