@@ -71,7 +71,7 @@ class Trace:
 
     def args(self, i: int, table: str | Table = "events") -> dict:
         """The full args object of row i of a table (default: events), parsed on demand."""
-        t = getattr(self, table) if isinstance(table, str) else table
+        t = getattr(self, "meta_events" if table == "meta" else table) if isinstance(table, str) else table
         return t.args(i)
 
     def _args_at(self, off: int, length: int) -> dict:
