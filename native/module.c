@@ -13,6 +13,10 @@
 #include <Python.h>
 
 #include <stdlib.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "decoder.h"
 
@@ -209,10 +213,32 @@ PyDoc_STRVAR(decode_doc,
              "decode(buf) -> dict\n\n"
              "Decode the JSON text of a Kineto/Chrome trace held in the writable buffer buf\n"
              "(e.g. a bytearray) into columns. buf is overwritten: on return, buf[:args_blob_len]\n"
-             "holds every event's args text (args_off/args_len address it).\n"
+             "holds every event's args text (args_off/args_len address it), and the memory of\n"
+             "the rest is given back to the OS (it reads as zeros).\n"
              "Returns {'dense': {col: Buffer}, 'sparse': {col: (rows Buffer, values Buffer)},\n"
              "'strings': [str], 'toplevel': {key: raw JSON text}, 'args_blob_len': int}.\n"
              "Raises DecodeError(message, byte_offset) for malformed input.");
+
+/* After decoding, only buf[:w] (the args blob) is still wanted. A bytearray cannot give
+ * its tail back to the allocator when shrunk by less than half, so hand the whole pages
+ * past the blob back to the kernel directly (they read as zeros if touched again). Only
+ * pages entirely inside the buffer are affected, so this is safe whatever allocated it. */
+static void release_tail(uint8_t *buf, size_t w, size_t len)
+{
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    uintptr_t lo = ((uintptr_t)(buf + w) + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = (uintptr_t)(buf + len) & ~((uintptr_t)page - 1);
+    if (hi > lo && hi - lo >= ((uintptr_t)1 << 20)) /* not worth a syscall below 1 MB */
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+    (void)buf;
+    (void)w;
+    (void)len;
+#endif
+}
 
 static PyObject *native_decode(PyObject *module, PyObject *arg)
 {
@@ -228,6 +254,8 @@ static PyObject *native_decode(PyObject *module, PyObject *arg)
     /* the buffer export keeps a bytearray from being resized while we run unlocked */
     Py_BEGIN_ALLOW_THREADS
     rc = tb_decode(d, (uint8_t *)view.buf, (size_t)view.len);
+    if (rc == 0)
+        release_tail((uint8_t *)view.buf, d->w, (size_t)view.len);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (rc)

@@ -1,0 +1,246 @@
+#!/usr/bin/env python
+"""Decoder speed and memory on a ~100 MB real trace, against the goals in the design.
+
+    python benchmarks/bench_decode.py [--seed TRACE] [--size 100M] [--repeat 5] [--json]
+
+The trace is blown up from a real one (default: the shared ResNet50/V100 trace) with
+../shared/tools/make_big_trace.py and kept in ./bench-output/ for the next run.
+Measured in one run, on one core:
+  (a) tb_profiler.decode.decode from bytes already in memory (a bytearray) -> columns;
+  (b) the stdlib route for the same columns: json.loads + a pandas DataFrame;
+  (c) peak RSS of (a) in a fresh process, over the file size;
+  (d) a .gz of the same trace: read + inflate (python-isal if installed, else zlib) + decode.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_SEED = ROOT.parent / "shared/traces/kineto-resnet50-v100/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+MAKE_BIG = ROOT.parent / "shared/tools/make_big_trace.py"
+GOALS = {"decode_mb_s": 250.0, "speedup_vs_stdlib": 12.0, "peak_rss_ratio": 2.0}
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("B").rstrip("I")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def build_trace(seed: Path, size: str, out_dir: Path, synth_gpu: bool) -> tuple[Path, Path]:
+    """The JSON trace and a .gz of it, made once per (seed, size) and then reused."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{seed.name.split('.')[0]}-{seed.stat().st_size}-{size}{'-gpu' if synth_gpu else ''}"
+    path, gz = out_dir / f"{stem}.json", out_dir / f"{stem}.json.gz"
+    if not path.exists():
+        cmd = [sys.executable, str(MAKE_BIG), str(seed), size, str(path)] + (["--synth-gpu"] if synth_gpu else [])
+        print("building", path.name, "...", file=sys.stderr)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    if not gz.exists():
+        tmp = gz.with_suffix(".tmp")
+        with open(path, "rb") as f, gzip.open(tmp, "wb", compresslevel=6) as g:
+            while chunk := f.read(1 << 24):
+                g.write(chunk)
+        tmp.rename(gz)
+    return path, gz
+
+
+def best_of(n: int, setup, run) -> float:
+    """Best wall time of run(setup()) over n tries (setup is not timed)."""
+    best = float("inf")
+    for _ in range(n):
+        arg = setup()
+        t0 = time.perf_counter()
+        run(arg)
+        best = min(best, time.perf_counter() - t0)
+        del arg
+    return best
+
+
+def bench_ours(data: bytes, repeat: int) -> dict:
+    from tb_profiler.decode import decode
+
+    t = best_of(repeat, lambda: bytearray(data), decode)
+    decoded = decode(bytearray(data))
+    return {"seconds": t, "mb_s": len(data) / 1e6 / t, "events": len(decoded), "strings": len(decoded.strings)}
+
+
+def stdlib_route(data: bytes):
+    """What one would write without this package: json.loads, then a DataFrame with the
+    decoder's dense columns (ts/dur in ns) and the sparse args fields flattened."""
+    import pandas as pd
+
+    from tb_profiler.decode import schema
+
+    doc = json.loads(data)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    arg_keys = {**schema.ARG_INT, **schema.ARG_FLOAT, **schema.ARG_DIM3, **schema.ARG_TEXT, **schema.ARG_JSON}
+    rows = []
+    for e in events:
+        args = e.get("args")
+        row = {"ph": e.get("ph"), "cat": e.get("cat"), "name": e.get("name"), "pid": e.get("pid"),
+               "tid": e.get("tid"), "ts": e.get("ts"), "dur": e.get("dur"), "flow_id": e.get("id"),
+               "flow_bp": e.get("bp")}
+        if isinstance(args, dict):
+            for col, key in arg_keys.items():
+                if key in args:
+                    row[col] = args[key]
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for col in ("ts", "dur"):
+        df[col] = (pd.to_numeric(df[col], errors="coerce") * 1000).round().astype("Int64")
+    return df
+
+
+def bench_stdlib(data: bytes, repeat: int) -> dict:
+    t = best_of(repeat, lambda: None, lambda _: stdlib_route(data))
+    return {"seconds": t, "mb_s": len(data) / 1e6 / t}
+
+
+_RSS_CHILD = r"""
+import os, resource, sys
+sys.path.insert(0, sys.argv[2])
+import numpy, pandas
+from tb_profiler.decode import decode
+import tb_profiler._native
+
+
+def peak_rss():
+    # VmHWM can be reset (below); ru_maxrss cannot, and it even carries over from the
+    # parent across fork/exec, so it is only the fallback.
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss():
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return peak_rss()
+
+
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak to the current RSS
+except OSError:
+    pass
+base = max(current_rss(), peak_rss())
+path = sys.argv[1]
+size = os.path.getsize(path)
+buf = bytearray(size)
+with open(path, "rb", buffering=0) as f:
+    assert f.readinto(buf) == size
+d = decode(buf, path)
+print(base, peak_rss(), len(d))
+"""
+
+
+def bench_rss(path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(path), str(ROOT)], check=True,
+                         capture_output=True, text=True).stdout.split()
+    base, peak = int(out[0]), int(out[1])
+    size = path.stat().st_size
+    return {"baseline_bytes": base, "peak_bytes": peak, "file_bytes": size, "ratio": (peak - base) / size}
+
+
+def inflater():
+    try:
+        from isal import igzip
+
+        return "isal", igzip.decompress
+    except ImportError:
+        import zlib
+
+        return "zlib", lambda raw: zlib.decompress(raw, wbits=31)
+
+
+def bench_gz(gz: Path, json_bytes: int, repeat: int) -> dict:
+    from tb_profiler.decode import decode
+
+    codec, inflate = inflater()
+
+    def run(_):
+        with open(gz, "rb") as f:
+            raw = f.read()
+        decode(bytearray(inflate(raw)), str(gz))
+
+    t = best_of(repeat, lambda: None, run)
+    raw = gz.read_bytes()
+    t_inflate = best_of(repeat, lambda: None, lambda _: inflate(raw))
+    return {"codec": codec, "seconds": t, "mb_s": json_bytes / 1e6 / t, "inflate_mb_s": json_bytes / 1e6 / t_inflate,
+            "gz_bytes": len(raw)}
+
+
+def pin_one_core(cpu: int | None) -> int | None:
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu = cpus[-1] if cpu is None else cpu
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=Path, default=DEFAULT_SEED, help="real trace to blow up (.json or .json.gz)")
+    ap.add_argument("--size", default="100M", help="uncompressed size of the test trace (default 100M)")
+    ap.add_argument("--synth-gpu", action="store_true", help="add synthetic GPU kernels/runtime/flows")
+    ap.add_argument("--repeat", type=int, default=5, help="tries per measurement of our decoder (best is kept)")
+    ap.add_argument("--stdlib-repeat", type=int, default=1, help="tries of the (slow) stdlib route")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / "bench-output")
+    ap.add_argument("--cpu", type=int, default=None, help="core to pin to (default: the last one)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+    path, gz = build_trace(args.seed, args.size, args.out_dir, args.synth_gpu)
+    cpu = pin_one_core(args.cpu)
+    rss = bench_rss(path)  # first, while this process is small (a child inherits its peak RSS)
+    data = path.read_bytes()
+    ours = bench_ours(data, args.repeat)
+    stdlib = bench_stdlib(data, args.stdlib_repeat)
+    gzr = bench_gz(gz, len(data), max(1, args.repeat // 2))
+    result = {
+        "trace": str(path), "bytes": len(data), "events": ours["events"], "cpu": cpu,
+        "decode": ours, "stdlib": stdlib, "speedup_vs_stdlib": ours["mb_s"] / stdlib["mb_s"],
+        "peak_rss": rss, "gz": gzr, "goals": GOALS,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+
+    def row(label, value, goal="", ok=None):
+        mark = "" if ok is None else ("ok" if ok else "MISSED")
+        print(f"  {label:<44} {value:>14}  {goal:>10}  {mark}")
+
+    print(f"trace: {path.name}  {len(data) / 1e6:.1f} MB, {ours['events']:,} events, "
+          f"{ours['strings']:,} strings; pinned to cpu {cpu}")
+    print(f"  {'measure':<44} {'value':>14}  {'goal':>10}")
+    row("(a) decode, bytes in memory -> columns", f"{ours['mb_s']:.0f} MB/s", ">= 250",
+        ours["mb_s"] >= GOALS["decode_mb_s"])
+    row("(b) json.loads + pandas DataFrame", f"{stdlib['mb_s']:.1f} MB/s")
+    row("    speed-up (a)/(b)", f"{result['speedup_vs_stdlib']:.1f}x", ">= 12x",
+        result["speedup_vs_stdlib"] >= GOALS["speedup_vs_stdlib"])
+    row("(c) peak RSS over file size (fresh process)", f"{rss['ratio']:.2f}x", "<= 2x",
+        rss["ratio"] <= GOALS["peak_rss_ratio"])
+    row(f"(d) .gz read + inflate ({gzr['codec']}) + decode", f"{gzr['mb_s']:.0f} MB/s")
+    row("    inflate alone", f"{gzr['inflate_mb_s']:.0f} MB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
