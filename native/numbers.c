@@ -96,8 +96,44 @@ static bool any_nonzero(const num_parts *x, int64_t from, int64_t to)
     return false;
 }
 
+/* The common shapes, "123" and "123.456" (at most `scale` fraction digits, at most 18
+ * digits in all, so the accumulator cannot overflow): no rounding needed. */
+static inline bool fast_i64(const uint8_t *p, size_t n, int scale, int64_t *out)
+{
+    static const int64_t pow10[4] = {1, 10, 100, 1000};
+    const uint8_t *end = p + n;
+    if (scale > 3 || n > 19) /* so at most 19 digits: no overflow of the uint64 below */
+        return false;
+    bool neg = p < end && *p == '-';
+    p += neg;
+    const uint8_t *q = p;
+    uint64_t u = 0;
+    while (q < end && is_digit(*q))
+        u = u * 10 + (uint64_t)(*q++ - '0');
+    int digits = (int)(q - p);
+    if (digits == 0)
+        return false;
+    int frac = 0;
+    if (q < end && *q == '.') {
+        q++;
+        while (q < end && is_digit(*q) && frac < scale) {
+            u = u * 10 + (uint64_t)(*q++ - '0');
+            frac++;
+        }
+    }
+    if (q != end || digits + frac > 18)
+        return false; /* more fraction digits, an exponent, or long: the general path */
+    int64_t v = (int64_t)u; /* < 10^18 */
+    if (__builtin_mul_overflow(v, pow10[scale - frac], &v))
+        return false;
+    *out = neg ? -v : v;
+    return true;
+}
+
 bool tb_num_to_i64(const uint8_t *p, size_t n, int scale, bool round_half_even, int64_t *out)
 {
+    if (fast_i64(p, n, scale, out))
+        return true;
     num_parts x;
     if (!split(p, n, &x))
         return false;
