@@ -2,7 +2,9 @@
 
     decode(buf, source)        buf: a bytearray (or other writable buffer) holding the whole
                                decompressed JSON text; it is reused for the args blob, so its
-                               content is destroyed (also when decoding fails)
+                               content is destroyed (also when decoding fails): a bytearray
+                               is shrunk to the blob, and the memory past the blob is given
+                               back to the OS
     decode_bytes(data, source) the same from read-only bytes (costs one copy)
     DECODER_VERSION            changes whenever the decoded output may change (cache key)
 
