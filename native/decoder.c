@@ -57,6 +57,7 @@ typedef struct {
 
 static arg_def arg_defs[] = {
     {"External id", "external_id", ARG_INT, 0, 0},
+    {"external id", "external_id", ARG_INT, 0, 0}, /* schema.ARG_ALIASES: PyTorch 1.8/1.9 */
     {"correlation", "correlation", ARG_INT, 0, 0},
     {"Sequence number", "seq_num", ARG_INT, 0, 0},
     {"Fwd thread id", "fwd_tid", ARG_INT, 0, 0},

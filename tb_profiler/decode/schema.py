@@ -96,6 +96,12 @@ ARG_INT: dict[str, str] = {
     "sort_index": "sort_index",         # process/thread sort index metadata
 }
 
+# Other spellings of the same field, key -> column: PyTorch 1.8/1.9 Kineto wrote
+# "external id" on runtime, kernel, memcpy and memset events.
+ARG_ALIASES: dict[str, str] = {
+    "external id": "external_id",
+}
+
 ARG_FLOAT: dict[str, str] = {
     "blocks_per_sm": "blocks per SM",
     "warps_per_sm": "warps per SM",
