@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The decoder tests (tests/test_decode_*.py) against an AddressSanitizer + UBSan build of the
+# native decoder. The build goes into a temporary copy of the package, so the normal in-place
+# build (tb_profiler/_native*.so) is left alone. Exits non-zero on any test failure and on any
+# sanitizer report (in pytest or in the fuzz worker subprocesses).
+#
+#   .ci/asan_tests.sh [extra pytest args]        e.g. .ci/asan_tests.sh -x -k malformed
+#   TB_PROFILER_FUZZ_SECONDS=60 .ci/asan_tests.sh
+#   KEEP_ASAN_BUILD=1 .ci/asan_tests.sh           keep the temp copy (path printed)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PYTHON="${PYTHON:-python}"
+CC_BIN="${CC:-gcc}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/tb_profiler_asan.XXXXXX")"
+if [ "${KEEP_ASAN_BUILD:-0}" = "1" ]; then
+  echo "asan: build kept in $WORK"
+else
+  trap 'rm -rf "$WORK"' EXIT
+fi
+start=$(date +%s)
+
+# 1. a copy of the package and the C sources, built with the sanitizers
+cp -r "$ROOT/tb_profiler" "$ROOT/native" "$ROOT/setup.py" "$WORK/"
+for f in pyproject.toml README.md; do
+  if [ -f "$ROOT/$f" ]; then cp "$ROOT/$f" "$WORK/"; fi
+done
+find "$WORK/tb_profiler" \( -name '*.so' -o -name '*.pyd' -o -name '__pycache__' \) -prune -exec rm -rf {} +
+echo "asan: building tb_profiler._native with -fsanitize=address,undefined in $WORK"
+(cd "$WORK" && TB_PROFILER_ASAN=1 CC="$CC_BIN" "$PYTHON" setup.py -q build_ext --inplace >"$WORK/build.log" 2>&1) || {
+  cat "$WORK/build.log"; echo "asan: build failed"; exit 2; }
+SO="$(ls "$WORK"/tb_profiler/_native*.so)"
+if ! ldd "$SO" | grep -q libasan; then
+  echo "asan: $SO is not linked against libasan"; exit 2
+fi
+
+LIBASAN="$("$CC_BIN" -print-file-name=libasan.so)"
+LIBUBSAN="$("$CC_BIN" -print-file-name=libubsan.so)"
+for lib in "$LIBASAN" "$LIBUBSAN"; do
+  if [ ! -e "$lib" ]; then echo "asan: $lib not found"; exit 2; fi
+done
+LOGS="$WORK/sanitizer-logs"
+mkdir -p "$LOGS"
+
+# 2. the tests, importing tb_profiler from the copy (cwd is the copy: `python -m` puts the cwd
+#    first on sys.path, so the repo's own build cannot shadow it)
+export LD_PRELOAD="$LIBASAN:$LIBUBSAN"
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86:log_path=$LOGS/asan:log_exe_name=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$LOGS/ubsan"
+export PYTHONPATH="$WORK:$ROOT/tests"
+export PYTHONDONTWRITEBYTECODE=1
+cd "$WORK"
+"$PYTHON" - "$WORK" <<'EOF'
+import sys
+import tb_profiler._native as n
+assert n.__file__.startswith(sys.argv[1]), f"imported {n.__file__}, not the ASan build"
+print(f"asan: testing {n.__file__}")
+EOF
+
+status=0
+"$PYTHON" -m pytest -q -p no:randomly \
+  "$ROOT/tests/test_decode_differential.py" \
+  "$ROOT/tests/test_decode_malformed.py" \
+  "$ROOT/tests/test_decode_fuzz.py" \
+  "$@" || status=$?
+
+unset LD_PRELOAD
+reports=$(find "$LOGS" -type f | wc -l)
+if [ "$reports" -gt 0 ]; then
+  echo "asan: $reports sanitizer report(s):"
+  for f in "$LOGS"/*; do echo "==== $f"; head -c 20000 "$f"; done
+  [ "$status" -eq 0 ] && status=1
+fi
+echo "asan: pytest exit status $status, $reports sanitizer report(s), $(( $(date +%s) - start )) s"
+exit "$status"
