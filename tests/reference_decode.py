@@ -34,6 +34,8 @@ Interpretation of the contract, point by point (every choice below is what the t
 - ``id`` (flow_id): any event; a string starting with ``0x``/``0X`` followed by hex digits is
   hex, otherwise a string follows the Integer rule; a number follows the Integer rule.
 - ``bp`` (flow_bp): first byte of a non-empty string; else absent.
+- Args fields: members in file order; a repeated key or an alias (schema.ARG_ALIASES) of an
+  earlier key replaces the earlier value, so the last one wins even when it does not convert.
 - Dim3: an array of exactly 3 elements, each passing the Integer rule and within int32.
 - Counter (ph byte ``C``): the first member, in json.loads dict order (duplicate keys keep
   the position of their first occurrence and the value of their last), whose value is a JSON
@@ -396,8 +398,6 @@ class _Walker:
 _ARG_KEYS: dict[str, list[tuple[str, str]]] = {}
 for _col, _key in schema.ARG_INT.items():
     _ARG_KEYS.setdefault(_key, []).append(("int", _col))
-for _key, _col in schema.ARG_ALIASES.items():
-    _ARG_KEYS.setdefault(_key, []).append(("int", _col))
 for _col, _key in schema.ARG_FLOAT.items():
     _ARG_KEYS.setdefault(_key, []).append(("float", _col))
 for _col, _key in schema.ARG_DIM3.items():
@@ -406,6 +406,9 @@ for _col, _key in schema.ARG_TEXT.items():
     _ARG_KEYS.setdefault(_key, []).append(("text", _col))
 for _col, _key in schema.ARG_JSON.items():
     _ARG_KEYS.setdefault(_key, []).append(("json", _col))
+_COL_KIND = {col: kind for kinds in _ARG_KEYS.values() for kind, col in kinds}
+for _key, _col in getattr(schema, "ARG_ALIASES", {}).items():  # other spellings of a column's key
+    _ARG_KEYS.setdefault(_key, []).append((_COL_KIND[_col], _col))
 
 
 class ReferenceResult:
@@ -524,10 +527,9 @@ def _decode(data: bytes, source: str) -> ReferenceResult:
         dense["args_len"][row] = len(raw)
         blob += raw
 
-        args = {}
-        for k, avs, ave, v in obj.members:
-            args[k] = (avs, ave, v)
-        for key, avs, ave, v in obj.members:  # file order, so aliases and repeats resolve as native
+        # members in file order: a repeated key, or an alias after its main spelling, replaces
+        # the earlier value (the last one wins, also when it does not convert)
+        for key, avs, ave, v in obj.members:
             kinds = _ARG_KEYS.get(key)
             if not kinds:
                 continue
@@ -553,6 +555,9 @@ def _decode(data: bytes, source: str) -> ReferenceResult:
                 else:
                     put(col, row, intern(s[avs:ave]))
         if ph == ord("C"):
+            args = {}  # json.loads order: a repeated key keeps its first position, its last value
+            for k, avs, ave, v in obj.members:
+                args[k] = (avs, ave, v)
             for key, (avs, ave, v) in args.items():
                 if isinstance(v, Num):
                     put("counter_key", row, intern(key))

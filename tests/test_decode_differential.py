@@ -431,6 +431,10 @@ CASES: list[tuple[str, str, dict]] = [
     ("int-string-float-integral", _arg("correlation", '"12.0"'), {"correlation": 12}),
     ("int-key-case", _arg("EXTERNAL ID", "7"), {"external_id": None}),
     ("int-alias-old-kineto", _arg("external id", "7"), {"external_id": 7}),
+    ("int-alias-after", _arg("External id", '1, "external id": 2'), {"external_id": 2}),
+    ("int-alias-before", _arg("external id", '1, "External id": 2'), {"external_id": 2}),
+    ("int-alias-bad-last", _arg("External id", '1, "external id": "x"'), {"external_id": None}),
+    ("int-alias-string", _arg("external id", '"12"'), {"external_id": 12}),
     ("int-all-keys", '{"args": {' + ", ".join(f'"{k}": {i + 1}' for i, k in enumerate(schema.ARG_INT.values())) + "}}",
      {col: i + 1 for i, col in enumerate(schema.ARG_INT)}),
     # float args
@@ -795,6 +799,7 @@ def text_like(escapes):
 ARG_KEY_KINDS = ([(k, "int") for k in schema.ARG_INT.values()] + [(k, "float") for k in schema.ARG_FLOAT.values()]
                  + [(k, "dim3") for k in schema.ARG_DIM3.values()] + [(k, "text") for k in schema.ARG_TEXT.values()]
                  + [(k, "json") for k in schema.ARG_JSON.values()]
+                 + [(k, "int") for k in getattr(schema, "ARG_ALIASES", {})]
                  + [(k, "any") for k in ("Trace name", "Trace iteration", "labels", "Input Dims2", "ts", "cat")])
 PHASES = ["X", "X", "X", "i", "I", "M", "s", "f", "t", "C", "B", "E", "b", "e", "n"]
 
