@@ -39,6 +39,17 @@ LIBUBSAN="$("$CC_BIN" -print-file-name=libubsan.so)"
 for lib in "$LIBASAN" "$LIBUBSAN"; do
   if [ ! -e "$lib" ]; then echo "asan: $lib not found"; exit 2; fi
 done
+# torch's sample traces (tests/conftest.py: sample_traces) are written here, without the
+# sanitizers: only the decoder is under test, and torch under ASan is slow and noisy
+if [ -z "${TB_PROFILER_SAMPLE_LOGDIR:-}" ] && [ -f "$ROOT/samples/make_all.py" ] \
+    && "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+  if (cd "$ROOT" && "$PYTHON" samples/make_all.py "$WORK/sample_logdir" >"$WORK/samples.log" 2>&1); then
+    export TB_PROFILER_SAMPLE_LOGDIR="$WORK/sample_logdir"
+  else
+    echo "asan: samples/make_all.py failed (the sample traces test will retry):"; tail -20 "$WORK/samples.log"
+  fi
+fi
+
 LOGS="$WORK/sanitizer-logs"
 mkdir -p "$LOGS"
 

@@ -286,6 +286,37 @@ def test_long_strings_and_numbers():
     assert ref.decoded.dense["ts"][0] == 12333
 
 
+@needs_native
+def test_strings_with_nul_and_shared_prefixes():
+    """Interning must compare whole strings (embedded NULs, common prefixes, equal hashes of
+    different lengths), not C strings."""
+    names = ["a", "a\\u0000", "a\\u0000b", "a\\u0000c", "\\u0000", "", "ab", "a\\u0000b\\u0000",
+             "\\u0000\\u0000", "A", "\\u00e9", "\\u00e9\\u0000"]
+    events = [f'{{"ph": "X", "name": "{n}", "cat": "{n}x", "pid": "{n}", "args": {{"Call stack": "{n}"}}}}'
+              for n in names * 2]
+    ref = assert_same(("[" + ", ".join(events) + "]").encode())
+    assert len({ref.decoded.strings[i] for i in ref.decoded.dense["name"]}) == len(names)
+
+
+@needs_native
+def test_concurrent_decodes_agree():
+    """Decoding in several threads at once gives the same columns as one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    docs = [p.read_bytes() for p in sorted(CASES_DIR.glob("*.json"))]
+    for name in ("tiny-h100/after_fix_trace.json", "tiny-h100/v100x4_gpu_metrics_input.json",
+                 "tensorlist_ops.pt.trace.json"):
+        if (TRACES_DIR / name).exists():
+            docs.append((TRACES_DIR / name).read_bytes())
+    refs = [reference_decode_full(d, f"doc{i}") for i, d in enumerate(docs)]
+    jobs = [(i % len(docs)) for i in range(8 * len(docs))]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda i: (i, DECODE(bytearray(docs[i]), f"doc{i}")), jobs))
+    for i, got in results:
+        errs = compare_decoded(got, refs[i])
+        assert not errs, errs
+
+
 # ---------------------------------------------------------------- single-event contract cases
 
 def doc_of(event_text: str) -> bytes:
@@ -529,6 +560,17 @@ CASES: list[tuple[str, str, dict]] = [
     ("escaped-key-arg", r'{"args": {"External\u0020id": 5, "\u0067rid": [1, 2, 3]}}',
      {"external_id": 5, "grid_x": 1}),
     ("escaped-key-args", r'{"\u0061rgs": {"device": 1}}', {"device": 1, "args": '{"device": 1}'}),
+    ("key-with-nul-not-name", r'{"name\u0000": "a", "n\u0000ame": "b"}', {"name": None}),
+    ("key-with-nul-not-arg", r'{"args": {"External id\u0000": 5, "grid\u0000": [1, 2, 3]}}',
+     {"external_id": None, "grid_x": None}),
+    ("key-prefix-not-arg", '{"args": {"External i": 5, "External idx": 6, "gri": [1, 2, 3]}}',
+     {"external_id": None, "grid_x": None}),
+    ("key-with-trailing-space", '{"name ": "a", " ph": "X"}', {"name": None, "ph": 0}),
+    ("ts-tie-at-zero", _ts("0.0005"), {"ts": 0}),
+    ("ts-tie-at-one", _ts("0.0015"), {"ts": 2}),
+    ("ts-neg-tie-at-zero", _ts("-0.0005"), {"ts": 0}),
+    ("ts-sub-ns-exp", _ts("1e-5"), {"ts": 0}),
+    ("ts-0.6ns", _ts("6e-4"), {"ts": 1}),
     ("unknown-keys", '{"zzz": {"ts": 5}, "ph": "X", "ts2": 1, "args": {"qq": [1, {"External id": 3}]}}',
      {"ts": MISSING_INT, "external_id": None}),
 ]
@@ -756,18 +798,27 @@ def scalar(escapes=True):
     )
 
 
+def _containers(children):
+    """Arrays and objects of `children` (the extend step of any_value)."""
+    return st.one_of(
+        st.builds(lambda ws, items: "[" + ws + ",".join(items) + "]", WS, st.lists(children, max_size=4)),
+        st.builds(lambda ws, items: "{" + ws + ", ".join(f"{k}:{v}" for k, v in items) + ws + "}",
+                  WS, st.lists(st.tuples(json_string(max_size=6), children), max_size=4)),
+    )
+
+
+def _containers_plain(children):
+    return st.one_of(
+        st.builds(lambda ws, items: "[" + ws + ",".join(items) + "]", WS, st.lists(children, max_size=4)),
+        st.builds(lambda ws, items: "{" + ws + ", ".join(f"{k}:{v}" for k, v in items) + ws + "}",
+                  WS, st.lists(st.tuples(json_string(max_size=6, escapes=False), children), max_size=4)),
+    )
+
+
 @functools.cache
 def any_value(escapes=True, max_leaves=8):
     """Any JSON value as text, random whitespace around tokens."""
-    return st.recursive(
-        scalar(escapes),
-        lambda children: st.one_of(
-            st.builds(lambda ws, items: "[" + ws + ",".join(items) + "]", WS, st.lists(children, max_size=4)),
-            st.builds(lambda ws, items: "{" + ws + ", ".join(f"{k}:{v}" for k, v in items) + ws + "}",
-                      WS, st.lists(st.tuples(json_string(max_size=6, escapes=escapes), children), max_size=4)),
-        ),
-        max_leaves=max_leaves,
-    )
+    return st.recursive(scalar(escapes), _containers if escapes else _containers_plain, max_leaves=max_leaves)
 
 
 @functools.cache
