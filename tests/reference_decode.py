@@ -49,7 +49,6 @@ import json
 import json.decoder
 import json.scanner
 import re
-from decimal import Decimal
 
 import numpy as np
 
@@ -109,32 +108,49 @@ def is_string(value) -> bool:
 
 # ---------------------------------------------------------------- conversions
 
-def _split(d: Decimal, shift: int):
-    """|d| * 10**shift as (integer part, fraction digits as a str), from the digit tuple
-    (no int(str) of thousands of digits)."""
-    _, digits, exp = d.as_tuple()
-    text = "".join(map(str, digits))
-    e = exp + shift
-    if e >= 0:
-        return int(text) * 10 ** e, ""
-    k = -e
-    if k >= len(text):
-        return 0, "0" * (k - len(text)) + text
-    return int(text[:len(text) - k]), text[len(text) - k:]
+_NUMBER_PARTS = re.compile(r"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([-+]?)([0-9]+))?", re.ASCII)
+_HUGE = 10 ** 30  # stands for an exponent too long to matter (its sign is all that counts)
+
+
+def _parts(text: str):
+    """JSON number text as (negative, digits, exp10, adjusted): |value| = int(digits) * 10**exp10,
+    digits without leading zeros ("" for zero), adjusted the exponent of the leading digit.
+    Exact for any length of mantissa or exponent (no Decimal context limits)."""
+    m = _NUMBER_PARTS.fullmatch(text)
+    neg, ip, fp, esign, edigits = m.groups()
+    fp = fp or ""
+    e = 0
+    if edigits:
+        edigits = edigits.lstrip("0") or "0"
+        e = int(edigits) if len(edigits) <= 20 else _HUGE
+        if esign == "-":
+            e = -e
+    digits = (ip + fp).lstrip("0")
+    exp10 = e - len(fp)
+    return neg == "-", digits, exp10, exp10 + len(digits) - 1
+
+
+def _split(digits: str, exp10: int):
+    """int(digits) * 10**exp10 as (integer part, fraction digits), for |exp10| small enough."""
+    if exp10 >= 0:
+        return int(digits) * 10 ** exp10, ""
+    k = -exp10
+    if k >= len(digits):
+        return 0, "0" * (k - len(digits)) + digits
+    return int(digits[:len(digits) - k]), digits[len(digits) - k:]
 
 
 def exact_int(text: str) -> int | None:
     """The integer value of JSON number text if it is exactly an integer within int64."""
-    d = Decimal(text)
-    if d.is_zero():
+    neg, digits, exp10, adj = _parts(text)
+    if not digits:
         return 0
-    adj = d.adjusted()
     if adj > 19 or adj < 0:
         return None
-    v, frac = _split(d, 0)
+    v, frac = _split(digits, exp10)
     if frac.strip("0"):
         return None
-    if d.is_signed():
+    if neg:
         v = -v
     return v if INT64_MIN <= v <= INT64_MAX else None
 
@@ -160,20 +176,19 @@ def to_float(value) -> float | None:
 
 def micros_text_to_ns(text: str) -> int | None:
     """Exact ns from the decimal text of a microsecond value, rounding half to even."""
-    d = Decimal(text)
-    if d.is_zero():
+    neg, digits, exp10, adj = _parts(text)
+    if not digits:
         return 0
-    adj = d.adjusted()
     if adj > 22:
         return None
     if adj < -11:  # |value| < 1e-10 us = 0.1 ns
         return 0
-    v, frac = _split(d, 3)
+    v, frac = _split(digits, exp10 + 3)
     if frac:
         first, rest = frac[0], frac[1:].strip("0")
         if first > "5" or (first == "5" and (rest or v % 2 == 1)):
             v += 1
-    if d.is_signed():
+    if neg:
         v = -v
     return v if INT64_MIN <= v <= INT64_MAX else None
 

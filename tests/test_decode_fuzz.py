@@ -224,6 +224,9 @@ def worker(seconds: float, seed: int, max_iterations: int, out: Path, differenti
                 if got is not None:
                     fail(data, f"native accepted, reference rejected: {exc}")
                 continue
+            except Exception as exc:  # noqa: BLE001 - a bug of the reference: report, go on
+                fail(data, f"the REFERENCE raised {type(exc).__name__}: {exc}")
+                continue
             if got is None:
                 fail(data, "native rejected, reference accepted")
                 continue
