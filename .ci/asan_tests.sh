@@ -60,6 +60,8 @@ export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$LOGS/ubsan"
 export PYTHONPATH="$WORK:$ROOT/tests"
 export PYTHONDONTWRITEBYTECODE=1
+export TB_PROFILER_DECODE_TESTS_SANITIZED=1             # big real traces: reference only if cached
+export TB_PROFILER_TRUNCATION_CUTS="${TB_PROFILER_TRUNCATION_CUTS:-60}"
 cd "$WORK"
 "$PYTHON" - "$WORK" <<'EOF'
 import sys
@@ -74,6 +76,7 @@ status=0
   "$ROOT/tests/test_decode_malformed.py" \
   "$ROOT/tests/test_decode_fuzz.py" \
   "$@" || status=$?
+pytest_status=$status
 
 unset LD_PRELOAD
 reports=$(find "$LOGS" -type f | wc -l)
@@ -82,5 +85,5 @@ if [ "$reports" -gt 0 ]; then
   for f in "$LOGS"/*; do echo "==== $f"; head -c 20000 "$f"; done
   [ "$status" -eq 0 ] && status=1
 fi
-echo "asan: pytest exit status $status, $reports sanitizer report(s), $(( $(date +%s) - start )) s"
+echo "asan: pytest exit status $pytest_status, $reports sanitizer report(s), $(( $(date +%s) - start )) s"
 exit "$status"
