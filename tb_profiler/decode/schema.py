@@ -33,7 +33,14 @@ Conventions
   ``args`` whose value is a number.
 - When a key appears twice in one object, the last one wins (as ``json.loads``).
 - A lone UTF-16 surrogate in a ``\\u`` escape decodes to U+FFFD.
-- Nesting deeper than ``MAX_DEPTH`` is malformed.
+- Nesting deeper than ``MAX_DEPTH`` is malformed; the outermost container is depth 1.
+- "A string holding a number" means the strict JSON number grammar inside the quotes
+  (``"1e3"`` is 1000; ``"+12"``, ``" 12"``, ``"012"``, ``"0x10"`` are not numbers); this
+  holds for ts/dur and dim3 elements too. Only ``flow_id`` also reads ``"0x1f"`` as hex.
+- Counters: any ``ph`` starting with ``C``; only JSON numbers (not numeric strings).
+- ``ph`` and ``bp`` take the first byte of the decoded string.
+- An ``args`` that is not an object counts as no args. A repeated ``traceEvents`` key:
+  the last array wins.
 """
 from __future__ import annotations
 
