@@ -17,7 +17,6 @@ trace file and the entry are in the OS page cache in both cases (a warm disk).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import shutil
@@ -28,10 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bigtrace import DEFAULT_SEED, OUT_DIR, build_trace  # benchmarks/, the script's folder
+
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SEED = (ROOT.parent / "shared/traces/kineto-resnet50-v100/resnet50_num_workers_0/"
-                "worker0.1623143089861.pt.trace.json.gz")
-MAKE_BIG = ROOT.parent / "shared/tools/make_big_trace.py"
 GOAL_RATIO = 10.0
 
 _CHILD = r"""
@@ -47,27 +45,6 @@ print(json.dumps({"from_cache": t.from_cache, "load": t_load - t_import, "import
                   "events": n, "cache_bytes": __import__("os").path.getsize(t.cache_path) if t.cache_path else 0,
                   "decode": t.decode_seconds}))
 """
-
-
-def build_trace(seed: Path, size: str, out_dir: Path) -> tuple[Path, Path]:
-    """The JSON trace and a .gz of it, made once per (seed, size) and then reused
-    (same names as benchmarks/bench_decode.py, so the two share the files)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{seed.name.split('.')[0]}-{seed.stat().st_size}-{size}"
-    path, gz = out_dir / f"{stem}.json", out_dir / f"{stem}.json.gz"
-    if not path.exists():
-        print("building", path.name, "...", file=sys.stderr)
-        tmp = path.with_suffix(".building")
-        subprocess.run([sys.executable, str(MAKE_BIG), str(seed), size, str(tmp)], check=True,
-                       stdout=subprocess.DEVNULL)
-        tmp.rename(path)
-    if not gz.exists():
-        tmp = gz.with_suffix(".tmp")
-        with open(path, "rb") as f, gzip.open(tmp, "wb", compresslevel=6) as g:
-            while chunk := f.read(1 << 24):
-                g.write(chunk)
-        tmp.rename(gz)
-    return path, gz
 
 
 def child(path: Path, cache_dir: str) -> dict:
@@ -113,7 +90,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=Path, default=DEFAULT_SEED)
     ap.add_argument("--size", default="100M")
-    ap.add_argument("--out-dir", type=Path, default=Path("bench-output"))
+    ap.add_argument("--out-dir", type=Path, default=OUT_DIR)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args(argv)

@@ -14,7 +14,6 @@ Measured in one run, on one core:
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import subprocess
@@ -22,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from bigtrace import DEFAULT_SEED, OUT_DIR, build_trace  # benchmarks/, the script's folder
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_SEED = ROOT.parent / "shared/traces/kineto-resnet50-v100/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
-MAKE_BIG = ROOT.parent / "shared/tools/make_big_trace.py"
 GOALS = {"decode_mb_s": 250.0, "speedup_vs_stdlib": 12.0, "peak_rss_ratio": 2.0}
 
 
@@ -34,24 +33,6 @@ def parse_size(text: str) -> int:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     text = text.strip().upper().rstrip("B").rstrip("I")
     return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
-
-
-def build_trace(seed: Path, size: str, out_dir: Path, synth_gpu: bool) -> tuple[Path, Path]:
-    """The JSON trace and a .gz of it, made once per (seed, size) and then reused."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{seed.name.split('.')[0]}-{seed.stat().st_size}-{size}{'-gpu' if synth_gpu else ''}"
-    path, gz = out_dir / f"{stem}.json", out_dir / f"{stem}.json.gz"
-    if not path.exists():
-        cmd = [sys.executable, str(MAKE_BIG), str(seed), size, str(path)] + (["--synth-gpu"] if synth_gpu else [])
-        print("building", path.name, "...", file=sys.stderr)
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    if not gz.exists():
-        tmp = gz.with_suffix(".tmp")
-        with open(path, "rb") as f, gzip.open(tmp, "wb", compresslevel=6) as g:
-            while chunk := f.read(1 << 24):
-                g.write(chunk)
-        tmp.rename(gz)
-    return path, gz
 
 
 def best_of(n: int, setup, run) -> float:
@@ -200,7 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("--synth-gpu", action="store_true", help="add synthetic GPU kernels/runtime/flows")
     ap.add_argument("--repeat", type=int, default=5, help="tries per measurement of our decoder (best is kept)")
     ap.add_argument("--stdlib-repeat", type=int, default=1, help="tries of the (slow) stdlib route")
-    ap.add_argument("--out-dir", type=Path, default=ROOT / "bench-output")
+    ap.add_argument("--out-dir", type=Path, default=OUT_DIR)
     ap.add_argument("--cpu", type=int, default=None, help="core to pin to (default: the last one)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)

@@ -51,35 +51,12 @@ CHILD = DIGEST + textwrap.dedent("""
     def tripwire(*a, **k):
         raise AssertionError("decoder or file reader called on a cache hit")
 
-    if sys.argv[3] != "native":
-        d.DECODER_VERSION = sys.argv[3]
     d.decode = tripwire
     L.read_trace_bytes = tripwire
     t = load(sys.argv[1], cache_dir=sys.argv[2])
     print(json.dumps({"from_cache": t.from_cache, "digest": digest(t), "events": len(t.events),
                       "steps": t.steps["number"].tolist(), "args0": t.args(0), "load_seconds": t.load_seconds}))
 """)
-
-
-def _native_available() -> bool:
-    try:
-        decode_mod.decode(bytearray(b'{"traceEvents": []}'), "probe")
-        return True
-    except (ImportError, AttributeError):
-        return False
-
-
-NATIVE = _native_available()
-
-
-@pytest.fixture(autouse=True)
-def decoder(monkeypatch):
-    if not NATIVE:
-        from reference_decode import reference_decode
-
-        monkeypatch.setattr(decode_mod, "decode", lambda buf, source: reference_decode(bytes(buf), source),
-                            raising=False)
-        monkeypatch.setattr(decode_mod, "DECODER_VERSION", "reference", raising=False)
 
 
 @pytest.fixture
@@ -91,8 +68,7 @@ def trace_file(tmp_path):
 
 def run_child(path, cache_dir) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(cache_dir),
-                          "native" if NATIVE else "reference"],
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(cache_dir)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

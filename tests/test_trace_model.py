@@ -7,30 +7,9 @@ import json
 import numpy as np
 import pytest
 
-import tb_profiler.decode as decode_mod
 from tb_profiler.errors import TraceFormatError
 from tb_profiler.io.read import read_trace_bytes, stat_key
 from tb_profiler.trace import KIND_NAMES, Kind, Trace, load
-
-
-def _native_available() -> bool:
-    try:
-        decode_mod.decode(bytearray(b'{"traceEvents": []}'), "probe")
-        return True
-    except (ImportError, AttributeError):
-        return False
-
-
-@pytest.fixture(scope="module", autouse=True)
-def decoder():
-    """The native decoder, or the pure-Python reference one where it is not built."""
-    with pytest.MonkeyPatch.context() as mp:
-        if not _native_available():
-            from reference_decode import reference_decode
-
-            mp.setattr(decode_mod, "decode", lambda buf, source: reference_decode(bytes(buf), source), raising=False)
-            mp.setattr(decode_mod, "DECODER_VERSION", "reference", raising=False)
-        yield
 
 
 def write(tmp_path, events, name="t.pt.trace.json", gz=False, **top):

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tb_profiler.decode as decode_mod
 from tb_profiler.trace import KIND_NAMES, Kind, load
 
 TRACES = Path(os.environ.get("TB_PROFILER_SHARED_TRACES", Path(__file__).resolve().parents[2] / "shared" / "traces"))
@@ -267,35 +266,17 @@ FACTS = {
 }
 
 
-def _native_available() -> bool:
-    try:
-        decode_mod.decode(bytearray(b'{"traceEvents": []}'), "probe")
-        return True
-    except (ImportError, AttributeError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def traces():
-    """Each file loaded once (no cache); the reference decoder stands in for tiny files
-    where the native one is not built (it is far too slow for the 30 MB ones)."""
-    native = _native_available()
+    """Each file loaded once, without the cache."""
     loaded = {}
-    with pytest.MonkeyPatch.context() as mp:
-        if not native:
-            from reference_decode import reference_decode
 
-            mp.setattr(decode_mod, "decode", lambda buf, source: reference_decode(bytes(buf), source), raising=False)
-            mp.setattr(decode_mod, "DECODER_VERSION", "reference", raising=False)
+    def get(rel):
+        if rel not in loaded:
+            loaded[rel] = load(TRACES / rel, cache=False)
+        return loaded[rel]
 
-        def get(rel):
-            if rel not in loaded:
-                if not native and rel.endswith(".gz"):
-                    pytest.skip("native decoder not built (pip install -e .)")
-                loaded[rel] = load(TRACES / rel, cache=False)
-            return loaded[rel]
-
-        yield get
+    return get
 
 
 def test_every_shared_trace_is_covered():

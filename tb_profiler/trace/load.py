@@ -10,18 +10,10 @@ import os
 import time
 
 from tb_profiler import cache as _cache
+from tb_profiler import decode as _decode  # attribute lookups at call time: tests swap in tripwires
 from tb_profiler.io.read import read_trace_bytes, source_id, stat_key
 from tb_profiler.trace.build import MODEL_VERSION, TraceState, build_state
 from tb_profiler.trace.model import Trace
-
-
-def _decoder():
-    """The decode module, looked up at call time (tests swap the decoder in and out)."""
-    from tb_profiler import decode as mod
-
-    if not hasattr(mod, "decode"):
-        raise ImportError("tb_profiler's native decoder is not built: run `pip install -e .`")
-    return mod
 
 
 def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None) -> Trace:
@@ -34,15 +26,14 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     """
     t0 = time.perf_counter()
     source = source_id(path)
-    key = entry = None
+    key = entry_file = None
     if cache:
         try:
             size, mtime = stat_key(path)
-            key = _cache.CacheKey(source, size, mtime, str(getattr(_decoder(), "DECODER_VERSION", "0")),
-                                  MODEL_VERSION)
+            key = _cache.CacheKey(source, size, mtime, str(_decode.DECODER_VERSION), MODEL_VERSION)
             entry_file = _cache.entry_path(source, cache_dir)
             hit = _cache.read_entry(entry_file, key)
-        except (OSError, ImportError, ValueError):  # read_trace_bytes reports the real problem
+        except (OSError, ValueError):  # read_trace_bytes reports the real problem
             key = hit = None
         if hit is not None:
             trace = Trace(TraceState(hit.arrays, hit.strings, hit.args_blob, hit.meta), from_cache=True)
@@ -50,10 +41,9 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
             trace.load_seconds = time.perf_counter() - t0
             return trace
 
-    dec = _decoder()
     buf = read_trace_bytes(path)
     t_read = time.perf_counter()
-    decoded = dec.decode(buf, source)
+    decoded = _decode.decode(buf, source)
     t_decoded = time.perf_counter()
     state = build_state(decoded, buf)
     del decoded, buf
@@ -62,7 +52,6 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     state.meta["build_seconds"] = time.perf_counter() - t_decoded
     trace = Trace(state)
     if key is not None:
-        entry_file = _cache.entry_path(source, cache_dir)
         if _cache.write_entry(entry_file, key, state.arrays, state.strings, state.args_blob, state.meta):
             trace.cache_path = entry_file
     trace.load_seconds = time.perf_counter() - t0
