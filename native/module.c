@@ -19,6 +19,7 @@
 #endif
 
 #include "decoder.h"
+#include "nesting.h"
 
 /* ------------------------------------------------------------------ Buffer */
 
@@ -268,8 +269,68 @@ static PyObject *native_decode(PyObject *module, PyObject *arg)
     return result;
 }
 
+/* ------------------------------------------------------------------ nest_parents */
+
+PyDoc_STRVAR(nest_parents_doc,
+             "nest_parents(group, start, end, parent)\n\n"
+             "int64 buffers of equal length, sorted by (group, start, end descending); fills the\n"
+             "writable parent buffer with each event's innermost enclosing event index, or -1.");
+
+static int int64_view(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t n, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if (view->itemsize != 8 || (n >= 0 && view->len != n * 8)) {
+        PyErr_Format(PyExc_ValueError, "nest_parents: %s must be int64 of the same length", what);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *native_nest_parents(PyObject *module, PyObject *args)
+{
+    PyObject *g, *s, *e, *p;
+    if (!PyArg_ParseTuple(args, "OOOO:nest_parents", &g, &s, &e, &p))
+        return NULL;
+    Py_buffer vg, vs, ve, vp;
+    if (int64_view(g, &vg, 0, -1, "group") < 0)
+        return NULL;
+    Py_ssize_t n = vg.len / 8;
+    if (int64_view(s, &vs, 0, n, "start") < 0)
+        goto fail_g;
+    if (int64_view(e, &ve, 0, n, "end") < 0)
+        goto fail_s;
+    if (int64_view(p, &vp, 1, n, "parent") < 0)
+        goto fail_e;
+    int64_t *stack = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!stack) {
+        PyErr_NoMemory();
+        goto fail_p;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    tb_nest_parents(vg.buf, vs.buf, ve.buf, n, vp.buf, stack);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(stack);
+    PyBuffer_Release(&vp);
+    PyBuffer_Release(&ve);
+    PyBuffer_Release(&vs);
+    PyBuffer_Release(&vg);
+    Py_RETURN_NONE;
+fail_p:
+    PyBuffer_Release(&vp);
+fail_e:
+    PyBuffer_Release(&ve);
+fail_s:
+    PyBuffer_Release(&vs);
+fail_g:
+    PyBuffer_Release(&vg);
+    return NULL;
+}
+
 static PyMethodDef native_methods[] = {
     {"decode", native_decode, METH_O, decode_doc},
+    {"nest_parents", native_nest_parents, METH_VARARGS, nest_parents_doc},
     {NULL, NULL, 0, NULL},
 };
 

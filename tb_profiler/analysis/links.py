@@ -1,0 +1,99 @@
+"""How events relate: host call nesting, and which host call launched each device event.
+
+Kineto links a kernel (memcpy, memset) to the runtime call that launched it by a shared
+``correlation`` id, and that call sits inside the operator that issued it. Every analysis
+that attributes device time to steps, operators or modules goes through these arrays,
+all indexed by row of ``trace.events``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.nesting import group_ids, parents
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.categories import DEVICE_KINDS, RUNTIME_KINDS, Kind, kind_mask
+
+NO_ROW = -1
+
+
+@per_trace
+def device_mask(trace) -> np.ndarray:
+    """Events that run on an accelerator (kernels, memcpy, memset, GPU annotations)."""
+    return kind_mask(trace.events["kind"], DEVICE_KINDS)
+
+
+@per_trace
+def host_parent(trace) -> np.ndarray:
+    """Each host event's innermost enclosing host event on the same (pid, tid); -1 for roots
+    and for device events. Trace-level spans ("PyTorch Profiler (0)") take no part."""
+    ev = trace.events
+    host = np.flatnonzero(~device_mask(trace) & (ev["kind"] != Kind.TRACE))
+    out = np.full(len(ev), NO_ROW, dtype=np.int64)
+    if len(host):
+        ts = ev["ts"][host]
+        group = group_ids(ev["pid"][host], ev["tid"][host], ev["pid_str"][host], ev["tid_str"][host])
+        p = parents(group, ts, ts + ev["dur"][host])
+        out[host] = np.where(p >= 0, host[np.maximum(p, 0)], NO_ROW)
+    return out
+
+
+@per_trace
+def launch(trace) -> np.ndarray:
+    """For each device event, the runtime/driver call with the same correlation id (-1 if
+    the trace lacks it, e.g. cut off by the profiling window); -1 for other events."""
+    ev = trace.events
+    corr = ev["correlation"]
+    out = np.full(len(ev), NO_ROW, dtype=np.int64)
+    has = corr != MISSING_INT
+    calls = np.flatnonzero(kind_mask(ev["kind"], RUNTIME_KINDS) & has)
+    dev = np.flatnonzero(device_mask(trace) & has)
+    if len(calls) and len(dev):
+        calls = calls[np.argsort(corr[calls], kind="stable")]
+        keys = corr[calls]
+        pos = np.minimum(np.searchsorted(keys, corr[dev]), len(keys) - 1)
+        hit = keys[pos] == corr[dev]
+        out[dev[hit]] = calls[pos[hit]]
+    return out
+
+
+def nearest_ancestor(trace, rows: np.ndarray, wanted: np.ndarray, include_self: bool = True) -> np.ndarray:
+    """For each row, the nearest host ancestor (or itself) for which ``wanted`` (a boolean
+    mask over events) holds; -1 where none. One vectorized hop per nesting level."""
+    parent = host_parent(trace)
+    cur = np.asarray(rows, dtype=np.int64).copy()
+    if not include_self:
+        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], NO_ROW)
+    out = np.full(len(cur), NO_ROW, dtype=np.int64)
+    todo = np.flatnonzero(cur >= 0)
+    while len(todo):
+        c = cur[todo]
+        found = wanted[c]
+        out[todo[found]] = c[found]
+        todo = todo[~found]
+        cur[todo] = parent[cur[todo]]
+        todo = todo[cur[todo] >= 0]
+    return out
+
+
+@per_trace
+def launching_op(trace) -> np.ndarray:
+    """For each device event, the innermost CPU operator that issued it: the cpu_op around
+    its runtime call, else (no runtime call in the trace) the cpu_op with the same
+    External id. -1 for host events and for device events with neither."""
+    ev = trace.events
+    is_op = ev["kind"] == Kind.CPU_OP
+    rt = launch(trace)
+    out = np.full(len(ev), NO_ROW, dtype=np.int64)
+    dev = np.flatnonzero(rt >= 0)
+    out[dev] = nearest_ancestor(trace, rt[dev], is_op, include_self=False)
+    orphan = np.flatnonzero(device_mask(trace) & (out < 0) & (ev["external_id"] != MISSING_INT))
+    ops = np.flatnonzero(is_op & (ev["external_id"] != MISSING_INT))
+    if len(orphan) and len(ops):
+        ops = ops[np.argsort(ev["external_id"][ops], kind="stable")]
+        keys = ev["external_id"][ops]
+        want = ev["external_id"][orphan]
+        pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        hit = keys[pos] == want
+        out[orphan[hit]] = ops[pos[hit]]
+    return out

@@ -1,0 +1,56 @@
+"""Which event encloses which: the call-stack shape of host events, per thread.
+
+Self time, call stacks, the module tree and "which op allocated this memory" all come
+from one relation: each event's innermost enclosing event on the same thread. The stack
+walk runs in C (tb_profiler._native.nest_parents); everything around it is numpy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tb_profiler import _native
+
+
+def group_ids(*keys: np.ndarray) -> np.ndarray:
+    """One dense int64 id per distinct combination of the key columns (e.g. pid, tid)."""
+    if len(keys) == 1:
+        return np.unique(keys[0], return_inverse=True)[1].astype(np.int64, copy=False)
+    _, inverse = np.unique(np.stack([np.asarray(k, dtype=np.int64) for k in keys]), axis=1, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64, copy=False)
+
+
+def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For events in any order, the index of each one's innermost enclosing event in the same
+    group (-1 for a root). Equal intervals nest in input order: the first one is the parent.
+
+    An event that only partly overlaps an open one is not its child; a zero-length event
+    on another's closing edge lies after it.
+    """
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    end = np.ascontiguousarray(end, dtype=np.int64)
+    n = len(group)
+    order = np.lexsort((-end, start, group))  # stable: equal keys keep input order
+    sorted_parent = np.empty(n, dtype=np.int64)
+    _native.nest_parents(group[order], start[order], end[order], sorted_parent)
+    out = np.full(n, -1, dtype=np.int64)
+    has = sorted_parent >= 0
+    out[order[has]] = order[sorted_parent[has]]
+    return out
+
+
+def depth(parent: np.ndarray) -> np.ndarray:
+    """Nesting depth of each event (roots are 0), by pointer jumping: O(n log depth).
+
+    dist[i] counts the hops from i to anc[i]; each round every event adds its ancestor's
+    count and jumps to the ancestor's ancestor, so the chains halve each round.
+    """
+    anc = np.asarray(parent, dtype=np.int64).copy()
+    dist = (anc >= 0).astype(np.int64)
+    live = np.flatnonzero(anc >= 0)
+    while len(live):
+        j = anc[live]
+        dist[live] += dist[j]
+        anc[live] = anc[j]
+        live = live[anc[live] >= 0]
+    return dist
