@@ -3,13 +3,14 @@
 Public API:
     tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False)  # the writer
     load(path) -> Trace                                                      # one trace file
+    load_run(dir_or_url) -> Run                                              # one run folder
     TraceFormatError                                                         # bad input
 """
 from __future__ import annotations
 
 from tb_profiler.errors import TraceFormatError
 
-__all__ = ["TraceFormatError", "load", "tensorboard_trace_handler", "Trace"]
+__all__ = ["TraceFormatError", "load", "load_run", "tensorboard_trace_handler", "Trace", "Run"]
 __version__ = "0.1.0"
 
 
@@ -19,7 +20,7 @@ def __getattr__(name: str):
         from tb_profiler.writer import tensorboard_trace_handler
 
         return tensorboard_trace_handler
-    if name in ("load", "Trace"):
+    if name in ("load", "load_run", "Trace", "Run"):
         from tb_profiler import trace
 
         return getattr(trace, name)

@@ -7,6 +7,7 @@ from tb_profiler.trace.categories import KIND_NAMES, Kind
 from tb_profiler.trace.devices import Device
 from tb_profiler.trace.load import load
 from tb_profiler.trace.model import Trace
+from tb_profiler.trace.run import Run, load_run
 from tb_profiler.trace.table import Table
 
-__all__ = ["load", "Trace", "Table", "Kind", "KIND_NAMES", "Device"]
+__all__ = ["load", "load_run", "Run", "Trace", "Table", "Kind", "KIND_NAMES", "Device"]

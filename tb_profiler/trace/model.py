@@ -186,6 +186,57 @@ class Trace:
         """Rows per table."""
         return {t: len(getattr(self, "meta_events" if t == "meta" else t)) for t in PHASES}
 
+    # -- analyses ---------------------------------------------------------------------
+    # A facade for notebooks and the CLI: each method is one call into tb_profiler.analysis
+    # (imported on use, so loading a trace never pays for the analyses).
+    def overview(self) -> dict:
+        """Step-time breakdown, device summary, recommendations (see analysis.overview)."""
+        from tb_profiler.analysis.overview import overview
+
+        return overview(self)
+
+    def operators(self, group_by: str = "name", **kw):
+        """Operator table grouped by "name", "input_shape" or "stack" (a DataFrame)."""
+        from tb_profiler.analysis.operators import operators
+
+        return operators(self, group_by=group_by, **kw)
+
+    def kernels(self, group_by: str = "name", **kw):
+        """Kernel table grouped by "name" or "op" (a DataFrame)."""
+        from tb_profiler.analysis.kernels import kernels
+
+        return kernels(self, group_by=group_by, **kw)
+
+    def memory(self, **kw) -> dict:
+        """Memory curves, events and per-op stats per device (see analysis.memory)."""
+        from tb_profiler.analysis.memory import memory
+
+        return memory(self, **kw)
+
+    def modules(self, **kw):
+        """The nn.Module hierarchy with host and device time (a DataFrame)."""
+        from tb_profiler.analysis.modules import modules
+
+        return modules(self, **kw)
+
+    def distributed(self) -> dict:
+        """Computation/communication of this trace's rank alone (a Run gives every rank)."""
+        from tb_profiler.analysis.distributed import distributed
+
+        return distributed([self])
+
+    def diff(self, other) -> dict:
+        """Operators and kernels of this trace against another trace (or list of traces)."""
+        from tb_profiler.analysis.diff import diff
+
+        return diff(self, other)
+
+    def table(self, sort_by: str = "self_cpu_time_total", row_limit: int = 10, **kw) -> str:
+        """A text table like torch's ``prof.key_averages().table()``."""
+        from tb_profiler.analysis.keyavg import table
+
+        return table(self, sort_by=sort_by, row_limit=row_limit, **kw)
+
     def __repr__(self) -> str:
         kinds = ",".join(self.device_kinds) or "CPU"
         return (f"<Trace {self.source}: {len(self.events)} events, {len(self.instants)} instants, "

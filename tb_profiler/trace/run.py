@@ -1,0 +1,122 @@
+"""Run: one run folder (workers × spans of trace files), loaded lazily, trace by trace.
+
+A run is what the plugin's run selector shows and what `tb-profiler summary DIR` reads:
+per-worker views pick one trace (a worker's span), the distributed view takes every
+worker's trace of one span.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tb_profiler.io.discovery import RunInfo, SkippedFile, SpanFile, discover
+from tb_profiler.trace.load import load
+from tb_profiler.trace.model import Trace
+
+
+class Run:
+    """The trace files of one run folder; traces load on first use and are kept."""
+
+    def __init__(self, info: RunInfo, skipped: list[SkippedFile] | None = None, *, cache: bool = True,
+                 cache_dir: str | os.PathLike | None = None):
+        self.info = info
+        self.skipped = list(skipped or [])
+        self._cache = cache
+        self._cache_dir = cache_dir
+        self._traces: dict[str, Trace] = {}
+
+    name = property(lambda self: self.info.name)
+    path = property(lambda self: self.info.path)
+
+    @property
+    def workers(self) -> list[str]:
+        return list(self.info.workers)
+
+    def spans(self, worker: str | None = None) -> list[SpanFile]:
+        """The spans of a worker (default: the first), in time order."""
+        return self.info.workers[self._worker(worker)]
+
+    def trace(self, worker: str | None = None, span: int | None = None) -> Trace:
+        """One worker's trace for one span (1-based index; default: the latest span)."""
+        return self._load(self._span_file(self._worker(worker), span))
+
+    def traces(self, span: int | None = None) -> list[Trace]:
+        """Every worker's trace of one span (1-based index; default: each worker's latest)."""
+        return [self._load(self._span_file(w, span)) for w in self.info.workers]
+
+    # -- analyses over the run (per-worker ones take worker= and span=) ----------------
+    def overview(self, worker: str | None = None, span: int | None = None, **kw: Any):
+        return self.trace(worker, span).overview(**kw)
+
+    def operators(self, group_by: str = "name", worker: str | None = None, span: int | None = None, **kw: Any):
+        return self.trace(worker, span).operators(group_by=group_by, **kw)
+
+    def kernels(self, group_by: str = "name", worker: str | None = None, span: int | None = None, **kw: Any):
+        return self.trace(worker, span).kernels(group_by=group_by, **kw)
+
+    def memory(self, worker: str | None = None, span: int | None = None, **kw: Any):
+        return self.trace(worker, span).memory(**kw)
+
+    def modules(self, worker: str | None = None, span: int | None = None, **kw: Any):
+        return self.trace(worker, span).modules(**kw)
+
+    def table(self, worker: str | None = None, span: int | None = None, **kw: Any) -> str:
+        return self.trace(worker, span).table(**kw)
+
+    def distributed(self, span: int | None = None):
+        """Computation/communication per rank across every worker of one span."""
+        from tb_profiler.analysis.distributed import distributed
+
+        return distributed(self.traces(span))
+
+    def diff(self, other: "Run | Trace", span: int | None = None):
+        """This run's traces (every worker of a span) against another run's or a trace."""
+        from tb_profiler.analysis.diff import diff
+
+        theirs = other.traces(span) if isinstance(other, Run) else other
+        return diff(self.traces(span), theirs)
+
+    # -- internals ----------------------------------------------------------------------
+    def _worker(self, worker: str | None) -> str:
+        if worker is None:
+            return next(iter(self.info.workers))
+        if worker not in self.info.workers:
+            raise KeyError(f"run {self.name!r} has no worker {worker!r}; workers: {', '.join(self.workers)}")
+        return worker
+
+    def _span_file(self, worker: str, span: int | None) -> SpanFile:
+        spans = self.info.workers[worker]
+        if span is None:
+            return spans[-1]
+        for s in spans:
+            if s.index == span:
+                return s
+        raise KeyError(f"worker {worker!r} of run {self.name!r} has no span {span}; spans: "
+                       f"{', '.join(str(s.index) for s in spans)}")
+
+    def _load(self, span: SpanFile) -> Trace:
+        if span.path not in self._traces:
+            self._traces[span.path] = load(span.path, cache=self._cache, cache_dir=self._cache_dir)
+        return self._traces[span.path]
+
+    def __repr__(self) -> str:
+        spans = sum(len(s) for s in self.info.workers.values())
+        return f"<Run {self.name}: {len(self.info.workers)} worker(s), {spans} trace file(s)>"
+
+
+def load_run(dir_or_url: str | os.PathLike, *, cache: bool = True,
+             cache_dir: str | os.PathLike | None = None) -> Run:
+    """The run in a folder (local or fsspec URL) holding *.pt.trace.json[.gz] files.
+
+    Raises FileNotFoundError when it holds no trace files, and ValueError when it holds
+    several runs (subfolders), naming them so the caller can pick one.
+    """
+    found = discover(os.fspath(dir_or_url))
+    if not found.runs:
+        reasons = "; ".join(f"{s.path}: {s.reason}" for s in found.skipped[:5])
+        raise FileNotFoundError(f"{dir_or_url}: no *.pt.trace.json[.gz] files found" +
+                                (f" (skipped: {reasons})" if reasons else ""))
+    if len(found.runs) > 1:
+        names = ", ".join(r.name for r in found.runs)
+        raise ValueError(f"{dir_or_url} holds {len(found.runs)} runs ({names}); load one of those folders")
+    return Run(found.runs[0], found.skipped, cache=cache, cache_dir=cache_dir)
