@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from tb_profiler.errors import TraceFormatError
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,6 +43,24 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--no-cache", action="store_true", help="decode again, ignoring the on-disk cache")
     info.add_argument("--cache-dir", help="cache folder (default: $TB_PROFILER_CACHE_DIR or ~/.cache/tb_profiler)")
     info.set_defaults(func=cmd_info)
+
+    summary = sub.add_parser("summary", help="overview, top operators and kernels of a trace or a run")
+    summary.add_argument("path", help="a trace file, or a run folder/URL")
+    summary.add_argument("--worker", help="the run's worker (default: every worker)")
+    summary.add_argument("--span", type=int, help="the run's span, 1-based (default: the latest)")
+    summary.add_argument("--top", type=int, default=10, help="rows of the operator and kernel tables")
+    summary.add_argument("--json", action="store_true", help="print JSON")
+    summary.set_defaults(func=cmd_summary)
+
+    diff = sub.add_parser("diff", help="compare two traces or runs: step time, operators, kernels")
+    diff.add_argument("baseline", help="trace file or run folder (A)")
+    diff.add_argument("candidate", help="trace file or run folder (B)")
+    diff.add_argument("--span", type=int, help="for runs: the span to compare (default: the latest)")
+    diff.add_argument("--top", type=int, default=10, help="rows of the delta tables")
+    diff.add_argument("--fail-if-slower", type=float, metavar="PCT",
+                      help="exit with code 3 when B's average step is more than PCT%% slower than A's")
+    diff.add_argument("--json", action="store_true", help="print JSON")
+    diff.set_defaults(func=cmd_diff)
     return parser
 
 
@@ -193,6 +211,162 @@ def _print_info(doc: dict) -> None:
         print(f"    {cat:<{width}}  {n:>9}")
 
 
+# -- summary --------------------------------------------------------------------------
+def cmd_summary(args: argparse.Namespace) -> int:
+    try:
+        traces = _traces_of(args.path, args.worker, args.span)
+    except (TraceFormatError, OSError, KeyError, ValueError) as exc:
+        _error(str(exc))
+        return EXIT_BAD_INPUT
+    docs = [trace_summary(t, args.top) for t in traces]
+    doc: dict = {"traces": docs}
+    if len(traces) > 1:
+        from tb_profiler.analysis.distributed import distributed
+
+        doc["distributed"] = to_jsonable(distributed(traces))
+    if args.json:
+        _print_json(doc)
+    else:
+        for d in docs:
+            _print_summary(d)
+        if "distributed" in doc:
+            _print_distributed(doc["distributed"])
+    return EXIT_OK
+
+
+def _traces_of(path: str, worker: str | None = None, span: int | None = None) -> list:
+    """The traces a path names: a trace file, or a run folder's workers (one span)."""
+    import fsspec
+
+    from tb_profiler.trace import load, load_run
+
+    fs, _, (target,) = fsspec.get_fs_token_paths(path)
+    if not fs.exists(target):
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    if not fs.isdir(target):
+        return [load(path)]
+    run = load_run(path)
+    return [run.trace(worker, span)] if worker else run.traces(span)
+
+
+def trace_summary(trace: Any, top: int) -> dict:
+    """Overview plus the heaviest operators and kernels of one trace, as JSON data."""
+    from tb_profiler.analysis.overview import overview
+
+    ops = trace.operators("name")
+    kernels = trace.kernels("name")
+    return {
+        "path": trace.source,
+        "overview": overview(trace, records=True),
+        "operators": to_jsonable(ops.head(top)),
+        "kernels": to_jsonable(kernels.head(top)),
+    }
+
+
+def _print_summary(doc: dict) -> None:
+    ov = doc["overview"]
+    summary = ov["summary"]
+    print(doc["path"])
+    if summary["step_time_avg_ns"] is not None:
+        print(f"  steps        {summary['num_steps']}, average {_duration(summary['step_time_avg_ns'])}")
+        parts = [f"{ov['breakdown']['labels'][c]} {pct:.1f}%" for c, pct in summary["average_pct"].items() if pct]
+        print("  breakdown    " + ", ".join(parts))
+    for d in ov["devices"]:
+        cells = [f"{label} {_pct(d.get(key))}" for label, key in (
+            ("utilization", "utilization_pct"), ("est. SM efficiency", "sm_efficiency_pct"),
+            ("est. occupancy", "occupancy_pct"), ("tensor cores", "tensor_core_pct"))]
+        print(f"  {ov['device_word'] or 'device'} {d['device']:<3}       {d.get('name') or ''}: " + ", ".join(cells))
+    for rec in ov["recommendations"]:
+        print(f"  advice       [{rec['severity']}] {rec['text']}")
+    for note in ov["notes"]:
+        print(f"  note         {note}")
+    _print_table("operators (by device self, then host self time)", doc["operators"],
+                 ("name", "calls", "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns"))
+    _print_table("kernels (by total time)", doc["kernels"], ("name", "calls", "total_ns", "mean_ns", "max_ns"))
+
+
+def _print_distributed(doc: dict) -> None:
+    print("distributed")
+    _print_table("per rank", doc.get("ranks", []),
+                 ("rank", "computation_ns", "communication_ns", "overlap_ns", "other_ns", "wait_ns", "transfer_ns"))
+    for note in doc.get("notes", []):
+        print(f"  note         {note}")
+
+
+def _print_table(title: str, rows: list[dict], columns: Sequence[str]) -> None:
+    if not rows:
+        return
+    print(f"  {title}:")
+    cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
+    headers = [c.removesuffix("_ns").replace("_", " ") for c in columns]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    widths[0] = min(widths[0], 60)
+    print("    " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))))
+    for row in cells:
+        print("    " + "  ".join(v[:w].ljust(w) if i == 0 else v.rjust(w)
+                                  for i, (v, w) in enumerate(zip(row, widths))))
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if column.endswith("_ns"):
+        return _duration(value)
+    return str(value)
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+# -- diff -----------------------------------------------------------------------------
+def cmd_diff(args: argparse.Namespace) -> int:
+    from tb_profiler.analysis.diff import diff
+
+    try:
+        a = _traces_of(args.baseline, span=args.span)
+        b = _traces_of(args.candidate, span=args.span)
+    except (TraceFormatError, OSError, KeyError, ValueError) as exc:
+        _error(str(exc))
+        return EXIT_BAD_INPUT
+    result = to_jsonable(diff(a, b))
+    summary = result.get("summary", {})
+    slower = _slower_pct(summary)
+    doc = {"baseline": args.baseline, "candidate": args.candidate, "slower_pct": slower, **result}
+    if args.json:
+        _print_json(doc)
+    else:
+        _print_diff(doc, args.top)
+    if args.fail_if_slower is not None and slower is not None and slower > args.fail_if_slower:
+        _error(f"{args.candidate} is {slower:.1f}% slower per step than {args.baseline} "
+               f"(threshold {args.fail_if_slower:g}%)")
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def _slower_pct(summary: dict) -> float | None:
+    a, b = summary.get("step_time_avg_ns_a"), summary.get("step_time_avg_ns_b")
+    if not a or b is None:
+        return None
+    return (b - a) / a * 100.0
+
+
+def _print_diff(doc: dict, top: int) -> None:
+    s = doc.get("summary", {})
+    print(f"A {doc['baseline']}\nB {doc['candidate']}")
+    if doc["slower_pct"] is not None:
+        print(f"  average step  A {_duration(s['step_time_avg_ns_a'])}, B {_duration(s['step_time_avg_ns_b'])} "
+              f"({doc['slower_pct']:+.1f}%)")
+    for note in doc.get("notes", []):
+        print(f"  note          {note}")
+    for key, cols in (("operators", ("name", "calls_a", "calls_b", "host_total_ns_delta", "device_total_ns_delta")),
+                      ("kernels", ("name", "calls_a", "calls_b", "total_ns_delta"))):
+        rows = doc.get(key, [])
+        delta = cols[-1]
+        rows = sorted(rows, key=lambda r: -abs(r.get(delta) or 0))[:top]
+        _print_table(f"{key} with the largest change ({delta})", rows, cols)
+
+
 # -- output helpers -------------------------------------------------------------------
 def _size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
@@ -207,6 +381,30 @@ def _duration(ns: float) -> str:
         if abs(ns) >= scale:
             return f"{ns / scale:.3f} {unit}"
     return f"{ns:.0f} ns"
+
+
+def to_jsonable(value: Any) -> Any:
+    """DataFrames to lists of records, numpy scalars to Python, NaN to None, recursively."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame):
+        return [to_jsonable(r) for r in value.to_dict("records")]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [to_jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
 
 
 def _print_json(doc: Any) -> None:
