@@ -1,0 +1,565 @@
+"""Memory: allocator curves, allocation/free events and per-operator memory statistics.
+
+PyTorch's profiler (``profile_memory=True``) writes one ``[memory]`` instant per allocator
+call: when, on which thread, which device, the address, +bytes (allocate) or -bytes
+(free), and the allocator's totals right after it.  Everything here derives from those
+records (``trace.memory``) and the host call nesting:
+
+- curves: total allocated / reserved per device over time, thinned for drawing without
+  losing a peak (per time bucket: first, last, min and max of each series);
+- events: each allocation paired with the free of the same address on the same device;
+  unmatched allocations (still alive at the end, or freed outside the window) and frees
+  (allocated before the window) are listed as such;
+- stats: per operator name and device, the old plugin's MemoryStatsTable (calls, size
+  increase, allocation count/size, self and inclusive) plus free count/size.
+
+Device keys are "CPU", "GPU0", "XPU1", ...: the accelerator word follows the trace
+(``trace.device_word``), never a hard-coded "CUDA".  Times are absolute int64 ns.
+
+Differences from torch-tb-profiler 0.4.3, on purpose:
+- pairing is per (device, address), over the whole trace, then restricted to the range
+  (the old plugin paired only the records inside the range and keyed by address alone,
+  so a pair straddling the range edge lost one end, and a second alloc at a live
+  address silently dropped the first);
+- a record's operator is the innermost cpu_op enclosing it on its thread; the old plugin
+  dropped records whose innermost enclosing node was not an operator (e.g. a record
+  directly inside a user annotation nested in an operator);
+- traces without allocator totals (PyTorch < 1.10) still get a curve: the running sum
+  of bytes, raised so it never goes below zero (a lower bound: memory allocated before
+  the window is unknown).  The old plugin showed no curve for them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tb_profiler.analysis.links import NO_ROW, device_mask, host_parent, nearest_ancestor
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.nesting import group_ids
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.strings import map_string_ids, match_ids
+from tb_profiler.trace.table import Table
+
+# c10::DeviceType numbers (torch/headeronly/core/DeviceType.h).
+C10_DEVICE_TYPES = {
+    0: "CPU", 1: "CUDA", 2: "MKLDNN", 3: "OPENGL", 4: "OPENCL", 5: "IDEEP", 6: "HIP", 7: "FPGA",
+    8: "MAIA", 9: "XLA", 10: "Vulkan", 11: "Metal", 12: "XPU", 13: "MPS", 14: "Meta", 15: "HPU",
+    16: "VE", 17: "Lazy", 18: "IPU", 19: "MTIA", 20: "PrivateUse1",
+}
+# The word for one device of each type when the trace itself does not say.
+_TYPE_WORDS = {1: "GPU", 6: "GPU", 12: "XPU", 13: "MPS", 15: "HPU", 19: "MTIA", 20: "NPU"}
+# Which c10 device types belong to each backend of trace.device_kinds.
+_BACKEND_TYPES = {"CUDA": (1,), "ROCm": (1, 6), "XPU": (12,), "HPU": (15,), "MTIA": (19,),
+                  "PrivateUse1": (20,)}
+# Host events the old plugin did not count as operators (wrappers, steps, optimizer and
+# data-loading spans).
+_NOT_OPS = ("ProfilerStep#", "Optimizer.", "[pl][", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
+_NOT_OPS_EXACT = ("DataParallel.forward", "DistributedDataParallel.forward")
+
+_RECORD_COLUMNS = ("row", "ts", "pid", "tid", "addr", "bytes", "total_allocated",
+                   "total_reserved", "device_type", "device_id")
+NO_RECORDS_NOTE = "the trace has no [memory] records: profile_memory=True was not set?"
+
+STATS_COLUMNS = ["device", "name", "calls", "size_increase", "self_size_increase", "allocation_count",
+                 "self_allocation_count", "allocation_size", "self_allocation_size", "free_count",
+                 "self_free_count", "free_size", "self_free_size"]
+EVENTS_COLUMNS = ["device", "addr", "bytes", "alloc_ns", "free_ns", "duration_ns", "op", "parent_op",
+                  "free_op", "op_row"]
+
+
+# -- device names ------------------------------------------------------------------------
+def device_key(device_type: int, device_id: int, trace=None) -> str:
+    """"CPU", "GPU0", "XPU1", ...: the trace's own word for its backend's device types,
+    else a word by c10 device type, else the c10 name (e.g. "Meta0")."""
+    t, i = int(device_type), int(device_id)
+    if t == 0:
+        return "CPU"
+    if t == MISSING_INT:
+        return "Unknown"
+    own = trace is not None and bool(trace.device_kinds) and t in _BACKEND_TYPES.get(trace.device_kinds[0], ())
+    word = (trace.device_word if own else None) or _TYPE_WORDS.get(t) or C10_DEVICE_TYPES.get(t) or f"DeviceType{t}:"
+    return f"{word}{i}" if i >= 0 else word
+
+
+def _sort_devices(names) -> list[str]:
+    """Accelerators first (by word, then id), CPU after them: the UI opens the first."""
+    def key(n: str):
+        word = n.rstrip("0123456789")
+        num = n[len(word):]
+        return (n == "CPU", word, int(num) if num else -1)
+
+    return sorted(set(names), key=key)
+
+
+# -- the records, once per trace ------------------------------------------------------------
+@dataclass
+class Records:
+    """The [memory] records in time order, with their device and allocating context.
+
+    device: index into ``devices``; op: the innermost operator (events row) enclosing the
+    record on its thread, -1 when none.  Totals are MISSING_INT where the trace lacks them.
+    """
+
+    ts: np.ndarray
+    bytes: np.ndarray
+    addr: np.ndarray
+    total_allocated: np.ndarray
+    total_reserved: np.ndarray
+    device: np.ndarray
+    devices: list
+    op: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def memory_table(trace) -> dict:
+    """The [memory] records' columns: row, ts, pid, tid, addr, bytes,
+    total_allocated, total_reserved, device_type, device_id.
+
+    ``trace.memory`` is the model's table of them; where a ``Trace.memory()`` method
+    shadows that property, the same rows are taken from ``trace.instants``.
+    """
+    table = getattr(trace, "memory", None)
+    if isinstance(table, Table):
+        return {c: table[c] for c in _RECORD_COLUMNS}
+    inst = trace.instants
+    ids = match_ids(trace.strings, lambda s: s == "[memory]")
+    sub = inst.take(np.isin(inst["name"], ids), "memory")
+    return {c: sub["mem_bytes" if c == "bytes" else c] for c in _RECORD_COLUMNS}
+
+
+@per_trace
+def memory_records(trace) -> Records:
+    """All memory records of the trace, time-ordered, with device index and operator row."""
+    m = memory_table(trace)
+    order = np.lexsort((m["row"], m["ts"]))
+    dtype, did = m["device_type"][order], m["device_id"][order]
+    pairs, dev = (np.unique(np.stack([dtype, did]), axis=1, return_inverse=True) if len(order)
+                  else (np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)))
+    names = [device_key(t, i, trace) for t, i in zip(*pairs.tolist())]
+    return Records(ts=m["ts"][order], bytes=m["bytes"][order], addr=m["addr"][order],
+                   total_allocated=m["total_allocated"][order], total_reserved=m["total_reserved"][order],
+                   device=dev.reshape(-1).astype(np.int64), devices=names,
+                   op=_enclosing_op(trace, m, order))
+
+
+@per_trace
+def memory_ops(trace) -> np.ndarray:
+    """Events that count as operators for memory: cpu_ops, less the wrappers and spans the
+    old plugin left out (ProfilerStep#N, Optimizer.*, enumerate(DataLoader)#...,
+    (Distributed)DataParallel.forward, Lightning's [pl][...] spans)."""
+    ev = trace.events
+    named_op = map_string_ids(ev["name"], trace.strings,
+                              lambda s: not (s.startswith(_NOT_OPS) or s in _NOT_OPS_EXACT), bool, False)
+    return (ev["kind"] == Kind.CPU_OP) & named_op
+
+
+@per_trace
+def memory_op_parent(trace) -> np.ndarray:
+    """Each operator's nearest enclosing operator (events row, -1 at the top); -1 elsewhere."""
+    mask = memory_ops(trace)
+    out = np.full(len(trace.events), NO_ROW, dtype=np.int64)
+    ops = np.flatnonzero(mask)
+    out[ops] = nearest_ancestor(trace, ops, mask, include_self=False)
+    return out
+
+
+def _enclosing_op(trace, m, order: np.ndarray) -> np.ndarray:
+    """For each record (an instant on a thread), the innermost operator containing its ts.
+
+    The host events of a thread nest, so the innermost event containing ts is the last one
+    starting at or before ts, or one of its ancestors: sort events and records together by
+    (thread, start), take for each record the last event before it, then hop up the
+    nesting until an operator whose end lies after ts (an event ending at ts is over).
+    """
+    ev = trace.events
+    n_rec = len(order)
+    out = np.full(n_rec, NO_ROW, dtype=np.int64)
+    host = np.flatnonzero(~device_mask(trace) & (ev["kind"] != Kind.TRACE))
+    if not n_rec or not len(host):
+        return out
+    cols = ("pid", "tid")  # numbers only: old traces write an event's tid as text, a record's as int
+    group = group_ids(*(np.concatenate([ev[c][host], m[c][order]]) for c in cols))
+    start = np.concatenate([ev["ts"][host], m["ts"][order]])
+    neg_end = np.concatenate([-(ev["ts"][host] + np.maximum(ev["dur"][host], 0)), np.zeros(n_rec, dtype=np.int64)])
+    is_rec = np.concatenate([np.zeros(len(host), dtype=bool), np.ones(n_rec, dtype=bool)])
+    # At equal start: events before records, and among events the innermost (shortest) last.
+    srt = np.lexsort((neg_end, is_rec, start, group))
+    pos = np.where(is_rec[srt], -1, np.arange(len(srt)))
+    last = np.maximum.accumulate(pos)
+    at = np.flatnonzero(is_rec[srt])
+    prev = last[at]
+    ok = (prev >= 0) & (group[srt[np.maximum(prev, 0)]] == group[srt[at]])
+    rec_idx = srt[at] - len(host)                         # record index in `order`
+    cand = np.where(ok, host[np.minimum(srt[np.maximum(prev, 0)], len(host) - 1)], NO_ROW)
+    out[rec_idx] = _hop_to_op(trace, cand, m["ts"][order][rec_idx])
+    return out
+
+
+def _hop_to_op(trace, cur: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """From each candidate event up its host ancestors to the first operator still open at
+    ts; one vectorized hop per nesting level."""
+    parent, is_op = host_parent(trace), memory_ops(trace)
+    end = trace.events["ts"] + np.maximum(trace.events["dur"], 0)
+    cur = cur.copy()
+    out = np.full(len(cur), NO_ROW, dtype=np.int64)
+    todo = np.flatnonzero(cur >= 0)
+    while len(todo):
+        c = cur[todo]
+        found = is_op[c] & (end[c] > ts[todo])
+        out[todo[found]] = c[found]
+        todo = todo[~found]
+        cur[todo] = parent[cur[todo]]
+        todo = todo[cur[todo] >= 0]
+    return out
+
+
+def _select(rec: Records, device, start_ns, end_ns) -> np.ndarray:
+    """Record indices on ``device`` (a key or None: all) with start_ns <= ts <= end_ns."""
+    keep = np.ones(len(rec), dtype=bool)
+    if device is not None:
+        keep &= rec.device == (rec.devices.index(device) if device in rec.devices else -1)
+    if start_ns is not None:
+        keep &= rec.ts >= int(start_ns)
+    if end_ns is not None:
+        keep &= rec.ts <= int(end_ns)
+    return np.flatnonzero(keep)
+
+
+def devices(trace) -> list[str]:
+    """Device keys that have memory records, accelerators first."""
+    return _sort_devices(memory_records(trace).devices)
+
+
+# -- curves ---------------------------------------------------------------------------------
+def downsample(t: np.ndarray, series: list[np.ndarray], max_points: int) -> np.ndarray:
+    """Indices of at most max(max_points, 6) points that keep every bucket's extremes.
+
+    The time span is cut into equal buckets (one per few pixels); per bucket the first and
+    last point and, per series, the first point at its minimum and at its maximum are kept,
+    so a one-sample spike survives any zoom.  NaN values are ignored.
+    """
+    n = len(t)
+    if n <= max_points:
+        return np.arange(n)
+    n_buckets = max(1, int(max_points) // (2 + 2 * len(series)))
+    span = int(t[-1]) - int(t[0]) + 1
+    width = -(-span // n_buckets)
+    bucket = (t - t[0]) // width
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(bucket)) + 1])
+    ends = np.concatenate([starts[1:], [n]]) - 1
+    keep = [starts, ends]
+    counts = ends - starts + 1
+    which = np.repeat(np.arange(len(starts)), counts)
+    for y in series:
+        y = np.asarray(y, dtype=np.float64)
+        for reduce in (np.fmin, np.fmax):
+            level = np.repeat(reduce.reduceat(y, starts), counts)
+            hits = np.flatnonzero(y == level)
+            keep.append(hits[np.unique(which[hits], return_index=True)[1]])
+    return np.unique(np.concatenate(keep))
+
+
+def _device_series(rec: Records, dev: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """(indices, allocated, reserved, reconstructed) of one device's curve over the whole
+    trace; allocated is rebuilt from the bytes when the trace has no allocator totals."""
+    idx = np.flatnonzero(rec.device == dev)
+    ta, tr = rec.total_allocated[idx], rec.total_reserved[idx]
+    has = ta != MISSING_INT
+    if has.any():
+        idx, tr = idx[has], tr[has]
+        allocated = ta[has].astype(np.float64)
+        reserved = np.where(tr == MISSING_INT, np.nan, tr.astype(np.float64))
+        return idx, allocated, reserved, False
+    run = np.cumsum(rec.bytes[idx].astype(np.float64))
+    low = run.min() if len(run) else 0.0
+    return idx, run - min(low, 0.0), np.full(len(idx), np.nan), True
+
+
+def memory_curve(trace, device: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
+                 max_points: int = 2000) -> dict[str, pd.DataFrame]:
+    """{device: DataFrame(ts_ns, allocated, reserved)} in bytes, at most ~max_points rows each.
+
+    Within a range, the first row gives the level in effect at start_ns.  Each frame's
+    ``attrs`` holds peak_allocated, peak_allocated_ns, peak_reserved (over every record
+    in the range, not just the kept points), records, and reconstructed (True when the
+    trace has no allocator totals and allocated is a running sum of bytes, a lower bound).
+    """
+    rec = memory_records(trace)
+    out = {}
+    for name in _sort_devices(rec.devices):
+        if device is not None and name != device:
+            continue
+        idx, allocated, reserved, rebuilt = _device_series(rec, rec.devices.index(name))
+        ts = rec.ts[idx]
+        lo = np.searchsorted(ts, start_ns, "left") if start_ns is not None else 0
+        hi = np.searchsorted(ts, end_ns, "right") if end_ns is not None else len(ts)
+        first = max(lo - 1, 0) if start_ns is not None else lo   # the level at start_ns
+        if hi <= first:
+            continue
+        ts, allocated, reserved = ts[first:hi].copy(), allocated[first:hi], reserved[first:hi]
+        if first < lo:
+            ts[0] = int(start_ns)
+        out[name] = _curve_frame(ts, allocated, reserved, max_points, rebuilt)
+    return out
+
+
+def _curve_frame(ts, allocated, reserved, max_points: int, rebuilt: bool) -> pd.DataFrame:
+    """The thinned curve with its peaks in attrs."""
+    keep = downsample(ts, [allocated, reserved], max_points)
+    df = pd.DataFrame({"ts_ns": ts[keep], "allocated": allocated[keep], "reserved": reserved[keep]})
+    top = int(np.argmax(allocated))
+    df.attrs.update(peak_allocated=float(allocated[top]), peak_allocated_ns=int(ts[top]),
+                    peak_reserved=float(np.nanmax(reserved)) if np.isfinite(reserved).any() else None,
+                    records=len(ts), reconstructed=rebuilt)
+    return df
+
+
+def memory_peaks(trace, device: str | None = None, start_ns: int | None = None,
+                 end_ns: int | None = None) -> pd.DataFrame:
+    """One row per device: peak_allocated (bytes), when, peak_reserved, the device's total
+    memory where deviceProperties give it, and whether the curve was reconstructed."""
+    return _peaks_frame(trace, memory_curve(trace, device, start_ns, end_ns, max_points=1))
+
+
+def _peaks_frame(trace, curves: dict) -> pd.DataFrame:
+    """The peaks table from the curves' attrs."""
+    totals = {f"{trace.device_word}{d.id}": d.total_memory for d in trace.devices} if trace.device_word else {}
+    rows = [{"device": k, **{a: df.attrs[a] for a in ("peak_allocated", "peak_allocated_ns", "peak_reserved")},
+             "total_memory": totals.get(k), "reconstructed": df.attrs["reconstructed"]}
+            for k, df in curves.items()]
+    return pd.DataFrame(rows, columns=["device", "peak_allocated", "peak_allocated_ns", "peak_reserved",
+                                       "total_memory", "reconstructed"])
+
+
+# -- events ---------------------------------------------------------------------------------
+def pair_records(rec: Records) -> tuple[np.ndarray, np.ndarray]:
+    """(alloc, free) record indices, -1 for the missing side, over records with an address.
+
+    An allocation at address A is freed by the next record at A on the same device if
+    that record is a free; an allocation followed by another allocation at A (its free was
+    not recorded) stays unmatched, as does a free with no allocation before it.
+    """
+    sel = np.flatnonzero((rec.addr != MISSING_INT) & (rec.bytes != 0))
+    srt = sel[np.lexsort((sel, rec.addr[sel], rec.device[sel]))]
+    is_alloc = rec.bytes[srt] > 0
+    same = (rec.device[srt][1:] == rec.device[srt][:-1]) & (rec.addr[srt][1:] == rec.addr[srt][:-1])
+    pair = is_alloc[:-1] & ~is_alloc[1:] & same
+    paired = np.zeros(len(srt), dtype=bool)
+    paired[:-1] |= pair
+    paired[1:] |= pair
+    lone_alloc, lone_free = srt[is_alloc & ~paired], srt[~is_alloc & ~paired]
+    alloc = np.concatenate([srt[:-1][pair], lone_alloc, np.full(len(lone_free), NO_ROW)])
+    free = np.concatenate([srt[1:][pair], np.full(len(lone_alloc), NO_ROW), lone_free])
+    return alloc.astype(np.int64), free.astype(np.int64)
+
+
+def memory_events(trace, device: str | None = None, start_ns: int | None = None,
+                  end_ns: int | None = None) -> pd.DataFrame:
+    """One row per allocation (with its free) or unmatched free, in time order.
+
+    Columns: device, addr, bytes, alloc_ns / free_ns / duration_ns (nullable Int64: <NA>
+    where that side is outside the trace), op (the operator that allocated; for an
+    unmatched free, none), parent_op (its enclosing operator, which gives context to
+    aten::empty), free_op (the operator around the free), op_row (events row of op, -1).
+    With a range, a row is kept if its allocation or its free falls within [start, end].
+    ``attrs["notes"]`` explains rows that could not be formed.
+    """
+    rec = memory_records(trace)
+    alloc, free = pair_records(rec)
+    keep = _event_filter(rec, alloc, free, device, start_ns, end_ns)
+    alloc, free = alloc[keep], free[keep]
+    df = _events_frame(trace, rec, alloc, free)
+    df.attrs["notes"] = _events_notes(rec)
+    return df
+
+
+def _event_filter(rec: Records, alloc, free, device, start_ns, end_ns) -> np.ndarray:
+    """Rows on the device with an alloc or a free inside the range."""
+    either = np.where(alloc >= 0, alloc, free)
+    keep = np.ones(len(alloc), dtype=bool)
+    if device is not None:
+        keep &= np.isin(either, _select(rec, device, None, None))
+    if start_ns is not None or end_ns is not None:
+        inside = np.zeros(len(rec), dtype=bool)
+        inside[_select(rec, None, start_ns, end_ns)] = True
+        keep &= ((alloc >= 0) & inside[np.maximum(alloc, 0)]) | ((free >= 0) & inside[np.maximum(free, 0)])
+    return keep
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
+    return pd.arrays.IntegerArray(np.where(valid, values, 0).astype(np.int64), ~valid)
+
+
+def _events_frame(trace, rec: Records, alloc: np.ndarray, free: np.ndarray) -> pd.DataFrame:
+    """Assemble the events table from (alloc, free) record index pairs."""
+    either = np.where(alloc >= 0, alloc, free)
+    has_a, has_f = alloc >= 0, free >= 0
+    a, f = np.maximum(alloc, 0), np.maximum(free, 0)
+    t_alloc, t_free = rec.ts[a], rec.ts[f]
+    order = np.argsort(np.where(has_a, t_alloc, t_free), kind="stable")
+    op_row = np.where(has_a, rec.op[a], NO_ROW)
+    parent_row = np.where(op_row >= 0, memory_op_parent(trace)[np.maximum(op_row, 0)], NO_ROW)
+    free_row = np.where(has_f, rec.op[f], NO_ROW)
+    names = trace.events["name"]
+    dev_names = np.asarray(rec.devices + [None], dtype=object)
+
+    def name_of(rows):  # object dtype keeps None for "no operator" (pandas would make it NaN)
+        return pd.Series(trace.str(np.where(rows >= 0, names[np.maximum(rows, 0)], -1)), dtype=object)
+
+    df = pd.DataFrame({
+        "device": dev_names[rec.device[either]] if len(either) else np.zeros(0, dtype=object),
+        "addr": rec.addr[either],
+        "bytes": np.abs(rec.bytes[either]),
+        "alloc_ns": _nullable(t_alloc, has_a),
+        "free_ns": _nullable(t_free, has_f),
+        "duration_ns": _nullable(t_free - t_alloc, has_a & has_f),
+        "op": name_of(op_row), "parent_op": name_of(parent_row), "free_op": name_of(free_row),
+        "op_row": op_row,
+    }, columns=EVENTS_COLUMNS)
+    return df.iloc[order].reset_index(drop=True)
+
+
+def _events_notes(rec: Records) -> list[str]:
+    """Why some records are not in the events table."""
+    if not len(rec):
+        return [NO_RECORDS_NOTE]
+    notes = []
+    no_addr = int((rec.addr == MISSING_INT).sum())
+    if no_addr:
+        notes.append(f"{no_addr} of {len(rec)} memory records carry no address (PyTorch < 1.10?): "
+                     "they cannot be paired into allocation/free events")
+    return notes
+
+
+# -- stats ----------------------------------------------------------------------------------
+def memory_stats(trace, device: str | None = None, start_ns: int | None = None,
+                 end_ns: int | None = None) -> pd.DataFrame:
+    """Per device and operator name: the old plugin's memory statistics, plus frees.
+
+    self_*: records whose innermost enclosing operator is a call of this name; the others
+    count every record inside a call of this name, nested operators included (once, even
+    when calls of the name nest in each other).  size_increase sums
+    +alloc and -free bytes; allocation_* count/sum the allocations, free_* the frees (size
+    as a positive number).  calls: how many calls of the name overlap the range (all
+    devices).  Records are taken by their own ts in [start_ns, end_ns]; rows with every
+    metric zero are left out.
+    """
+    rec = memory_records(trace)
+    sel = _select(rec, device, start_ns, end_ns)
+    sel = sel[rec.op[sel] >= 0]
+    if not len(sel):
+        return pd.DataFrame(columns=STATS_COLUMNS)
+    op_rows, rec_idx, is_self = _op_chains(trace, rec.op[sel], sel)
+    name = trace.events["name"][op_rows].astype(np.int64)
+    # A record inside aten::div inside aten::div counts once for aten::div.
+    first = np.unique(rec_idx * (len(trace.strings) + 1) + name, return_index=True)[1]
+    rec_idx, name, is_self = rec_idx[first], name[first], is_self[first]
+    b = rec.bytes[rec_idx]
+    df = pd.DataFrame({
+        "device": rec.device[rec_idx], "name": name, "self": is_self,
+        "inc": b, "ac": (b > 0).astype(np.int64), "as": np.where(b > 0, b, 0),
+        "fc": (b < 0).astype(np.int64), "fs": np.where(b < 0, -b, 0),
+    })
+    return _stats_table(trace, rec, df, start_ns, end_ns)
+
+
+def _op_chains(trace, ops: np.ndarray, rec_idx: np.ndarray):
+    """(operator row, record index, is self) for each record and each operator enclosing it:
+    the innermost first, then one vectorized hop per nesting level."""
+    parent = memory_op_parent(trace)
+    out_ops, out_rec, out_self = [], [], []
+    cur, idx, first = ops, rec_idx, True
+    while len(cur):
+        out_ops.append(cur)
+        out_rec.append(idx)
+        out_self.append(np.full(len(cur), first))
+        cur = parent[cur]
+        live = cur >= 0
+        cur, idx, first = cur[live], idx[live], False
+    return np.concatenate(out_ops), np.concatenate(out_rec), np.concatenate(out_self)
+
+
+_METRICS = {"inc": ("size_increase", "self_size_increase"), "ac": ("allocation_count", "self_allocation_count"),
+            "as": ("allocation_size", "self_allocation_size"), "fc": ("free_count", "self_free_count"),
+            "fs": ("free_size", "self_free_size")}
+
+
+def _stats_table(trace, rec: Records, df: pd.DataFrame, start_ns, end_ns) -> pd.DataFrame:
+    """Sum per (device, name), inclusive and self, and add the call counts."""
+    keys = ["device", "name"]
+    total = df.groupby(keys)[list(_METRICS)].sum()
+    own = df[df["self"]].groupby(keys)[list(_METRICS)].sum().reindex(total.index, fill_value=0)
+    out = pd.DataFrame(index=total.index)
+    for m, (inc_col, self_col) in _METRICS.items():
+        out[inc_col] = total[m].astype(np.int64)
+        out[self_col] = own[m].astype(np.int64)
+    out = out.reset_index()
+    out["calls"] = _calls(trace, start_ns, end_ns).reindex(out["name"].to_numpy(), fill_value=0).to_numpy()
+    out["device"] = np.asarray(rec.devices, dtype=object)[out["device"].to_numpy()]
+    out["name"] = trace.str(out["name"].to_numpy())
+    metric_cols = [c for c in STATS_COLUMNS if c not in ("device", "name", "calls")]
+    out = out[(out[metric_cols] != 0).any(axis=1)]
+    return out[STATS_COLUMNS].sort_values(["device", "name"], key=_device_order_key).reset_index(drop=True)
+
+
+def _device_order_key(col: pd.Series) -> pd.Series:
+    if col.name != "device":
+        return col
+    order = {d: i for i, d in enumerate(_sort_devices(col.unique()))}
+    return col.map(order)
+
+
+def _calls(trace, start_ns, end_ns) -> pd.Series:
+    """Calls per operator name id among operators overlapping [start_ns, end_ns]."""
+    ev = trace.events
+    keep = memory_ops(trace).copy()
+    if start_ns is not None:
+        keep &= ev["ts"] + ev["dur"] >= int(start_ns)
+    if end_ns is not None:
+        keep &= ev["ts"] <= int(end_ns)
+    return pd.Series(ev["name"][keep]).value_counts()
+
+
+# -- bundle ---------------------------------------------------------------------------------
+def memory_notes(trace) -> list[str]:
+    """Why the memory view is empty or partial for this trace."""
+    rec = memory_records(trace)
+    if not len(rec):
+        flag = trace.metadata.get("profile_memory")
+        if flag is not None and flag not in (0, False, "0", "false", "False"):
+            return [("profile_memory was set but the trace has no [memory] records (no allocation "
+                     "happened inside the profiling window?)")]
+        return [NO_RECORDS_NOTE]
+    notes = _events_notes(rec)
+    rebuilt = [rec.devices[d] for d in np.unique(rec.device).tolist()
+               if (rec.total_allocated[rec.device == d] == MISSING_INT).all()]
+    if rebuilt:
+        notes.append(f"no allocator totals on {', '.join(_sort_devices(rebuilt))} (PyTorch < 1.10?): the "
+                     "allocated curve is the running sum of bytes, a lower bound; reserved is unknown")
+    unattributed = int((rec.op < 0).sum())
+    if unattributed:
+        notes.append(f"{unattributed} of {len(rec)} memory records lie outside any operator on their thread "
+                     "and count in no operator's statistics")
+    return notes
+
+
+def memory(trace, device: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
+           max_points: int = 2000) -> dict:
+    """Everything the memory view shows: devices (accelerators first), default_device,
+    curves ({device: DataFrame}), peaks, events, stats (DataFrames) and notes."""
+    devs = devices(trace)
+    curves = memory_curve(trace, device, start_ns, end_ns, max_points)
+    return {
+        "devices": devs,
+        "default_device": devs[0] if devs else None,
+        "curves": curves,
+        "peaks": _peaks_frame(trace, curves),
+        "events": memory_events(trace, device, start_ns, end_ns),
+        "stats": memory_stats(trace, device, start_ns, end_ns),
+        "notes": memory_notes(trace),
+    }
