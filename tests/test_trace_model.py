@@ -129,7 +129,7 @@ def test_args_details(mixed):
 
 
 def test_instants_memory_counters_flows(mixed):
-    mem = mixed.memory
+    mem = mixed.memory_records
     assert len(mem) == 2 and len(mixed.instants) == 3
     assert list(mem["bytes"]) == [512, -512]
     assert list(mem["addr"]) == [140000000000] * 2
@@ -184,7 +184,7 @@ def test_df(mixed):
     assert df["ts"].dtype == np.int64 and df["grid_x"].iloc[5] == 4
     assert "registers" in df and "addr" not in df  # only args fields these rows carry
     assert set(df["tid_str"].dropna()) == {"stream 7"}  # a textual tid is shown as text
-    assert list(mixed.memory.df().columns[:3]) == ["ts", "pid", "tid"]
+    assert list(mixed.memory_records.df().columns[:3]) == ["ts", "pid", "tid"]
     assert mixed.flows.df(strings="object")["cat"].tolist() == ["fwdbwd", "ac2g", "ac2g"]
 
 
@@ -221,7 +221,7 @@ def test_cpu_only(tmp_path):
     t = mk(tmp_path, [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1, "dur": 1}],
            deviceProperties=[])
     assert t.device_kinds == () and t.device_word is None and t.devices == []
-    assert len(t.steps) == 0 and len(t.memory) == 0 and len(t.counters) == 0
+    assert len(t.steps) == 0 and len(t.memory_records) == 0 and len(t.counters) == 0
 
 
 def test_old_spellings(tmp_path):

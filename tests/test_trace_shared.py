@@ -291,7 +291,7 @@ def test_counts(traces, rel):
     assert len(t.events) == f["phases"]["X"]
     assert len(t.flows) == f["phases"].get("s", 0) + f["phases"].get("f", 0)
     assert len(t.meta_events) == f["phases"].get("M", 0)
-    assert len(t.instants) == f["phases"].get("i", 0) and len(t.memory) == f["memory"]
+    assert len(t.instants) == f["phases"].get("i", 0) and len(t.memory_records) == f["memory"]
     assert t.category_counts(raw=True) == f["cats"]
     modern: dict[str, int] = {}
     for cat, n in f["cats"].items():

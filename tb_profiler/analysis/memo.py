@@ -16,7 +16,7 @@ def per_trace(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def wrapper(trace) -> T:
         memo = _CACHE.setdefault(trace, {})
-        key = fn.__qualname__
+        key = f"{fn.__module__}.{fn.__qualname__}"
         if key not in memo:
             memo[key] = fn(trace)
         return memo[key]

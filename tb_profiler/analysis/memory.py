@@ -40,8 +40,7 @@ from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import group_ids
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
-from tb_profiler.trace.strings import map_string_ids, match_ids
-from tb_profiler.trace.table import Table
+from tb_profiler.trace.strings import map_string_ids
 
 # c10::DeviceType numbers (torch/headeronly/core/DeviceType.h).
 C10_DEVICE_TYPES = {
@@ -118,18 +117,9 @@ class Records:
 
 def memory_table(trace) -> dict:
     """The [memory] records' columns: row, ts, pid, tid, addr, bytes,
-    total_allocated, total_reserved, device_type, device_id.
-
-    ``trace.memory`` is the model's table of them; where a ``Trace.memory()`` method
-    shadows that property, the same rows are taken from ``trace.instants``.
-    """
-    table = getattr(trace, "memory", None)
-    if isinstance(table, Table):
-        return {c: table[c] for c in _RECORD_COLUMNS}
-    inst = trace.instants
-    ids = match_ids(trace.strings, lambda s: s == "[memory]")
-    sub = inst.take(np.isin(inst["name"], ids), "memory")
-    return {c: sub["mem_bytes" if c == "bytes" else c] for c in _RECORD_COLUMNS}
+    total_allocated, total_reserved, device_type, device_id."""
+    table = trace.memory_records
+    return {c: table[c] for c in _RECORD_COLUMNS}
 
 
 @per_trace

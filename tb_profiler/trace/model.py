@@ -28,7 +28,7 @@ class Trace:
     """One trace file (one worker, one span), columnar.
 
     Tables: ``events`` (ph X, sorted by ts then longest first), ``instants`` (ph i/I),
-    ``memory`` (the ``[memory]`` instants with their allocator fields), ``counters``
+    ``memory_records`` (the ``[memory]`` instants with their allocator fields), ``counters``
     (ph C), ``flows`` (ph s/t/f), ``meta_events`` (ph M).  Times are int64 ns.
     """
 
@@ -142,14 +142,14 @@ class Trace:
                                "dur": ev["dur"][idx], "event": idx}, self.strings)
 
     @cached_property
-    def memory(self) -> Table:
+    def memory_records(self) -> Table:
         """The allocator records ([memory] instants): ts, pid, tid, addr, bytes, totals, device."""
         inst = self.instants
         ids = [i for i in used_ids(inst["name"], len(self.strings)).tolist() if self.strings[i] == "[memory]"]
-        sub = inst.take(np.isin(inst["name"], ids), "memory")
+        sub = inst.take(np.isin(inst["name"], ids), "memory_records")
         cols = {c: sub[c] for c in ("row", "ts", "pid", "tid", "pid_str", "tid_str", "args_off", "args_len")}
         cols.update({c: sub[src] for c, src in _MEMORY_COLUMNS.items()})
-        return Table("memory", cols, self.strings, self._store, self)
+        return Table("memory_records", cols, self.strings, self._store, self)
 
     # -- summaries ------------------------------------------------------------------
     @cached_property
