@@ -1,0 +1,206 @@
+"""Step-time breakdown: where each nanosecond of a step went, counted once.
+
+Why priorities: a step's time is spent on many things at once (a kernel runs while the
+host launches the next one). The overview's bar must add up to the step, so each ns is
+given to the highest-priority category active then, in torch-tb-profiler's order:
+Kernel > Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec > Other.
+
+How, without a loop over events: let U_c be the union of category c's intervals. The time
+of category c is |U_0 ∪ .. ∪ U_c| - |U_0 ∪ .. ∪ U_{c-1}| inside the step, so we merge
+the cumulative unions once (sort + running maximum of ends) and measure each one over
+every step with prefix sums and searchsorted.
+
+Categories (events of any thread or device):
+- Kernel: kernels, but those of collectives (nccl*/rccl* names, or launched by a
+  communication op) which are Communication;
+- Memcpy, Memset: gpu_memcpy, gpu_memset;
+- Communication: collective kernels, and host ops named nccl:*, gloo:*, ... (collective_comm);
+- Runtime: runtime/driver API calls (cudaLaunchKernel, ...);
+- DataLoader: ``enumerate(DataLoader)#...__next__`` and ``enumerate(DataPipe)#...`` as
+  cpu_op (PyTorch 1.x) or user_annotation (PyTorch 2.x; torch-tb-profiler 0.4.3 drops
+  those and shows 0);
+- CPU Exec: other cpu_op and user_annotation events (ProfilerStep#N itself excluded);
+  python_function events are not counted, as in torch-tb-profiler;
+- Other: the rest of the step.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.steps import steps, valid_times
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
+from tb_profiler.trace.strings import map_string_ids
+
+CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
+          "runtime": "Runtime", "dataloader": "DataLoader", "cpu_exec": "CPU Exec", "other": "Other"}
+NS_COLUMNS = [c + "_ns" for c in CATEGORIES]
+PCT_COLUMNS = [c + "_pct" for c in CATEGORIES]
+
+_DATALOADER_RE = re.compile(r"enumerate\(DataLoader\w*\)#.*\.__next__\Z|enumerate\(DataPipe\)#")
+_COMM_HOST_RE = re.compile(r"(nccl|gloo|mpi|ucc|xccl|hccl|rccl):\w", re.IGNORECASE)
+_COMM_KERNEL_RE = re.compile(r"(nccl|rccl)", re.IGNORECASE)
+_STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
+_HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+
+
+# -- interval arithmetic -------------------------------------------------------------------
+
+def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [start, end) intervals as sorted disjoint ones (touching ones join).
+
+    A new piece begins where an interval starts after every earlier one has ended: the
+    running maximum of ends, shifted by one, tells that without a loop.
+    """
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    keep = end > start
+    start, end = start[keep], end[keep]
+    if not len(start):
+        return start, end
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], reach[last]
+
+
+def covered_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For merged intervals (ms, me): covered length in (-inf, t) for each t."""
+    t = np.asarray(t, dtype=np.int64)
+    if not len(ms):
+        return np.zeros(t.shape, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(me - ms)])
+    idx = np.searchsorted(ms, t, side="right") - 1
+    safe = np.maximum(idx, 0)
+    part = np.clip(t - ms[safe], 0, me[safe] - ms[safe])
+    return np.where(idx >= 0, cum[safe] + part, 0)
+
+
+def covered_in(ms: np.ndarray, me: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Covered length of merged intervals inside each window [lo, hi)."""
+    return covered_before(ms, me, hi) - covered_before(ms, me, lo)
+
+
+# -- which events are what --------------------------------------------------------------------
+
+@per_trace
+def category_masks(trace) -> dict[str, np.ndarray]:
+    """Boolean mask over events per category (without "other"), valid times only."""
+    ev = trace.events
+    kinds = ev["kind"]
+    ok = valid_times(trace)
+    names = ev["name"]
+    host = kind_mask(kinds, _HOST_KINDS) | _legacy_python(trace)
+    is_dl = host & map_string_ids(names, trace.strings, lambda s: bool(_DATALOADER_RE.match(s)), bool, False)
+    comm_host = (host & map_string_ids(names, trace.strings, lambda s: bool(_COMM_HOST_RE.match(s)), bool, False)) \
+        | (kinds == Kind.COLLECTIVE_COMM)
+    kernel = kinds == Kind.KERNEL
+    comm_kernel = kernel & _comm_kernels(trace, comm_host)
+    is_step = map_string_ids(names, trace.strings, lambda s: bool(_STEP_RE.match(s)), bool, False)
+    return {
+        "kernel": ok & kernel & ~comm_kernel,
+        "memcpy": ok & (kinds == Kind.GPU_MEMCPY),
+        "memset": ok & (kinds == Kind.GPU_MEMSET),
+        "communication": ok & (comm_kernel | comm_host),
+        "runtime": ok & kind_mask(kinds, RUNTIME_KINDS),
+        "dataloader": ok & is_dl,
+        "cpu_exec": ok & host & ~is_dl & ~comm_host & ~is_step,
+    }
+
+
+def _legacy_python(trace) -> np.ndarray:
+    """Events of the PyTorch 1.8 "Python" category (host work, unlike python_function)."""
+    cats = trace.events["cat"]
+    return map_string_ids(cats, trace.strings, lambda s: s.strip().lower() == "python", bool, False)
+
+
+def _comm_kernels(trace, comm_host: np.ndarray) -> np.ndarray:
+    """Kernels of collectives: nccl/rccl names, or the External id of a communication op."""
+    ev = trace.events
+    by_name = map_string_ids(ev["name"], trace.strings, lambda s: bool(_COMM_KERNEL_RE.match(s)), bool, False)
+    ext = ev["external_id"]
+    ids = np.unique(ext[comm_host & (ext != MISSING_INT)])
+    return by_name | (np.isin(ext, ids) & (ext != MISSING_INT) if len(ids) else False)
+
+
+@per_trace
+def cumulative_unions(trace) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Merged union of categories 0..c, for c in priority order (without "other")."""
+    ev = trace.events
+    ts, end = ev["ts"], ev["ts"] + ev["dur"]
+    masks = category_masks(trace)
+    out = []
+    ms = me = np.zeros(0, dtype=np.int64)
+    for cat in CATEGORIES[:-1]:  # seven categories, not events
+        m = masks[cat]
+        ms, me = merge_intervals(np.concatenate([ms, ts[m]]), np.concatenate([me, end[m]]))
+        out.append((ms, me))
+    return out
+
+
+# -- the breakdown --------------------------------------------------------------------------
+
+def breakdown(trace) -> pd.DataFrame:
+    """Per step and on average: ns per category (each ns once), int64.
+
+    Columns: step, name, kernel_ns, memcpy_ns, memset_ns, communication_ns, runtime_ns,
+    dataloader_ns, cpu_exec_ns, other_ns, total_ns (= the step's duration). The last row
+    is the average over steps (step -1, name "average", rounded to the ns). Empty when
+    the trace has no steps.
+    """
+    return _breakdown(trace).copy()
+
+
+@per_trace
+def _breakdown(trace) -> pd.DataFrame:
+    st = steps(trace)
+    cols = ["step", "name"] + NS_COLUMNS + ["total_ns"]
+    if st.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in cols})
+    lo = st["start_ns"].to_numpy()
+    hi = st["end_ns"].to_numpy()
+    covered = [covered_in(ms, me, lo, hi) for ms, me in cumulative_unions(trace)]
+    data = {"step": st["step"].to_numpy(), "name": st["name"].to_numpy(object)}
+    prev = np.zeros(len(st), dtype=np.int64)
+    for cat, cov in zip(CATEGORIES[:-1], covered):
+        data[cat + "_ns"] = cov - prev
+        prev = cov
+    data["other_ns"] = (hi - lo) - prev
+    data["total_ns"] = hi - lo
+    frame = pd.DataFrame(data)
+    avg = {c: int(np.rint(frame[c].mean())) for c in NS_COLUMNS + ["total_ns"]}
+    avg.update(step=-1, name="average")
+    frame = pd.concat([frame, pd.DataFrame([avg])], ignore_index=True)
+    for c in NS_COLUMNS + ["total_ns", "step"]:
+        frame[c] = frame[c].astype(np.int64)
+    return frame[cols]
+
+
+def breakdown_percent(frame: pd.DataFrame) -> pd.DataFrame:
+    """The breakdown as percent of each row's total (kernel_pct, ..., other_pct); 0 for an
+    empty step."""
+    total = frame["total_ns"].to_numpy(dtype=np.float64)
+    safe = np.where(total > 0, total, 1.0)
+    out = pd.DataFrame({"step": frame["step"], "name": frame["name"]})
+    for cat in CATEGORIES:
+        out[cat + "_pct"] = np.where(total > 0, 100.0 * frame[cat + "_ns"].to_numpy() / safe, 0.0)
+    return out
+
+
+def average(trace) -> dict[str, int]:
+    """The average row as {category: ns, ..., "total": ns}; {} without steps."""
+    frame = _breakdown(trace)
+    if frame.empty:
+        return {}
+    row = frame.iloc[-1]
+    return {**{c: int(row[c + "_ns"]) for c in CATEGORIES}, "total": int(row["total_ns"])}

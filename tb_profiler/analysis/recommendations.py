@@ -1,0 +1,440 @@
+"""Recommendations: what to try next, each with the numbers that triggered it.
+
+Why numbers in the text: "DataLoader is slow" invites a shrug; "DataLoader takes 33.4% of
+the average step (59.3 ms of 177.6 ms)" tells how much there is to win. Every rule
+returns {id, severity, title, text, evidence}; evidence holds the same numbers as plain
+ints/floats for the UI and tests.
+
+torch-tb-profiler's rules: DataLoader > 5% of the step; DataParallel on several devices;
+DDP over gloo on GPUs; communication > 10%; device utilization < 50%; tensor-core
+eligible kernels with no tensor-core use (AMP); peak memory > 90% of the device.
+New: kernels shorter than their launch (launch-bound), host-device synchronizations in
+the steps, pageable host memory in copies, long device idle gaps while the host works.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tb_profiler.analysis import breakdown as bd
+from tb_profiler.analysis.breakdown import covered_in, merge_intervals
+from tb_profiler.analysis.gpu import (
+    device_summary,
+    kernel_tc_share,
+    tc_eligible_kernel_share,
+)
+from tb_profiler.analysis.links import launch
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.steps import DEVICE_WORK, step_of, steps, valid_times
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
+from tb_profiler.trace.strings import map_string_ids
+
+DATALOADER_SHARE = 0.05
+COMMUNICATION_SHARE = 0.10
+LOW_UTILIZATION = 0.50
+MEMORY_SHARE = 0.90
+SHORT_KERNEL_SHARE = 0.50       # of launched kernels in the steps...
+SHORT_KERNELS_PER_STEP = 10     # ...and at least this many per step
+LAUNCH_SHARE = 0.10             # launch time not hidden by the kernels, of the steps
+SYNC_WARNING_SHARE = 0.05
+IDLE_GAP_NS = 100_000           # a device gap this long is no launch latency
+IDLE_SHARE = 0.10              # host CPU/Python time in long gaps, of the steps
+
+_SYNC_CALL_RE = re.compile(r"(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|"
+                           r"Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol)\Z|cu(Ctx|Stream|Event)Synchronize\Z")
+_SYNC_EVENT_NAMES = frozenset({"Event Sync", "Stream Sync", "Context Sync", "Device Sync"})
+_SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+
+_DOCS = {
+    "dataloader": "https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading",
+    "ddp": "https://pytorch.org/docs/stable/notes/cuda.html#cuda-nn-ddp-instead",
+    "comm": "https://pytorch.org/docs/stable/ddp_comm_hooks.html",
+    "amp": "https://pytorch.org/docs/stable/amp.html",
+    "checkpoint": "https://pytorch.org/docs/stable/checkpoint.html",
+    "graphs": "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs",
+    "pin": "https://pytorch.org/docs/stable/data.html#memory-pinning",
+}
+
+
+def recommendations(trace) -> list[dict]:
+    """Every rule that fires, most severe first (warnings, then infos), rule order kept."""
+    return [dict(r) for r in _recommendations(trace)]
+
+
+@per_trace
+def _recommendations(trace) -> list[dict]:
+    found = []
+    for rule in RULES:  # a dozen rules, not events
+        found.extend(r for r in [rule(trace)] if r)
+    order = {"warning": 0, "info": 1}
+    return sorted(found, key=lambda r: order.get(r["severity"], 2))
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+def fmt_ns(ns: float) -> str:
+    """A duration in the unit that reads best: 41.2 ms, 350.0 us, 2.31 s."""
+    ns = float(ns)
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if abs(ns) >= 1e6:
+        return f"{ns / 1e6:.1f} ms"
+    if abs(ns) >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def fmt_bytes(n: float) -> str:
+    n = float(n)
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _rec(rid: str, severity: str, title: str, text: str, evidence: dict, url: str | None = None) -> dict:
+    return {"id": rid, "severity": severity, "title": title, "text": text, "evidence": evidence,
+            "url": url}
+
+
+def _share_rule(trace, category: str, threshold: float):
+    """(share, part_ns, total_ns) of the average step for a breakdown category, or None."""
+    avg = bd.average(trace)
+    if not avg or not avg["total"]:
+        return None
+    share = avg[category] / avg["total"]
+    return (share, avg[category], avg["total"]) if share > threshold else None
+
+
+def _names(trace, predicate, dtype=bool, default=False) -> np.ndarray:
+    return map_string_ids(trace.events["name"], trace.strings, predicate, dtype, default)
+
+
+def _in_steps(trace) -> np.ndarray:
+    return step_of(trace) >= 0
+
+
+def _total_step_ns(trace) -> int:
+    return int(steps(trace)["dur_ns"].sum())
+
+
+# -- torch-tb-profiler's rules ---------------------------------------------------------------
+
+def dataloader_rule(trace):
+    hit = _share_rule(trace, "dataloader", DATALOADER_SHARE)
+    if not hit:
+        return None
+    share, part, total = hit
+    return _rec("dataloader", "warning", "Input data loading is slow",
+                f"DataLoader takes {100 * share:.1f}% of the average step ({fmt_ns(part)} of {fmt_ns(total)}). "
+                "Set num_workers on the DataLoader to load batches in worker processes while the model runs.",
+                {"dataloader_ns": part, "step_ns": total, "share_pct": 100 * share}, _DOCS["dataloader"])
+
+
+def dataparallel_rule(trace):
+    used = _names(trace, lambda s: s == "DataParallel.forward").any()
+    devices = device_summary(trace)
+    if not used or len(devices) < 2:
+        return None
+    return _rec("dataparallel", "warning", "DataParallel on several devices",
+                f"The model runs under DataParallel across {len(devices)} devices. DistributedDataParallel "
+                "(one process per device) is faster: no per-step scatter of the model and no GIL contention.",
+                {"devices": len(devices)}, _DOCS["ddp"])
+
+
+def nccl_rule(trace):
+    if trace.device_kinds[:1] != ("CUDA",) or not _names(trace, lambda s: s == "DistributedDataParallel.forward").any():
+        return None
+    comm = bd.category_masks(trace)["communication"]
+    names = trace.str(trace.events["name"][comm])
+    gloo = int(sum(1 for n in set(names.tolist()) if n and n.lower().startswith("gloo")))
+    nccl = any(n and "nccl" in n.lower() for n in set(names.tolist()))
+    if not gloo or nccl:
+        return None
+    return _rec("nccl_backend", "info", "DDP uses gloo on GPUs",
+                "DistributedDataParallel communicates with gloo on GPUs; the nccl backend is much faster there.",
+                {"gloo_ops": gloo})
+
+
+def communication_rule(trace):
+    hit = _share_rule(trace, "communication", COMMUNICATION_SHARE)
+    if not hit:
+        return None
+    share, part, total = hit
+    return _rec("communication", "warning", "Communication takes a large share of the step",
+                f"Communication takes {100 * share:.1f}% of the average step ({fmt_ns(part)} of {fmt_ns(total)}) "
+                "without overlapping computation. Try gradient compression (DDP communication hooks), gradient "
+                "accumulation or a larger batch.",
+                {"communication_ns": part, "step_ns": total, "share_pct": 100 * share}, _DOCS["comm"])
+
+
+def utilization_rule(trace):
+    dev = device_summary(trace)
+    if dev.empty:
+        return None
+    util = dev["utilization_pct"].astype(float)
+    low = dev[(util < 100 * LOW_UTILIZATION) & (dev["kernels"] > 0)]
+    if low.empty:
+        return None
+    word = trace.device_word or "Device"
+    parts = [f"{word} {int(r.device)}: {r.utilization_pct:.1f}% ({fmt_ns(r.busy_ns)} busy of {fmt_ns(r.window_ns)})"
+             for r in low.itertuples()]  # one per device
+    return _rec("low_utilization", "warning", f"Low {word} utilization",
+                f"Kernels keep the {word} busy for only part of the steps: {'; '.join(parts)}. A larger batch "
+                "gives each kernel more work (it may change convergence); see the breakdown for what the "
+                "device waits on.",
+                {"devices": {int(r.device): {"utilization_pct": float(r.utilization_pct), "busy_ns": int(r.busy_ns),
+                                             "window_ns": int(r.window_ns)} for r in low.itertuples()}})
+
+
+def amp_rule(trace):
+    if trace.device_kinds[:1] != ("CUDA",):
+        return None
+    dev = [d for d in trace.devices if d.seen_in_events and d.compute_major is not None]
+    if not dev or max(d.compute_major for d in dev) < 7:
+        return None
+    used = kernel_tc_share(trace)
+    eligible = tc_eligible_kernel_share(trace)
+    if used is None or used > 0 or eligible <= 0:
+        return None
+    return _rec("amp", "warning", "Tensor cores unused",
+                f"{100 * eligible:.0f}% of kernel time is launched by operators that can run on tensor cores "
+                "(convolutions, matrix multiplies), yet no kernel used them. Automatic Mixed Precision "
+                "(torch.autocast with float16/bfloat16) or TF32 would.",
+                {"eligible_kernel_share_pct": 100 * eligible, "tensor_core_kernel_share_pct": 100 * used},
+                _DOCS["amp"])
+
+
+def memory_rule(trace):
+    try:
+        from tb_profiler.analysis.memory import memory_peaks
+    except ImportError:  # the memory analysis is optional here
+        return None
+    peaks = memory_peaks(trace)
+    if peaks.empty:
+        return None
+    total = peaks["total_memory"]
+    ok = total.notna() & (peaks["device"] != "CPU")
+    hot = peaks[ok & (peaks["peak_allocated"].astype(float) > MEMORY_SHARE * total.astype(float))]
+    if hot.empty:
+        return None
+    r = hot.iloc[0]
+    share = float(r.peak_allocated) / float(r.total_memory)
+    return _rec("memory_peak", "warning", "Device memory nearly full",
+                f"Peak allocated memory on {r.device} is {fmt_bytes(r.peak_allocated)}, {100 * share:.1f}% of its "
+                f"{fmt_bytes(r.total_memory)}. Gradient checkpointing or mixed precision frees room for a larger "
+                "batch.",
+                {"device": str(r.device), "peak_allocated_bytes": int(r.peak_allocated),
+                 "total_memory_bytes": int(r.total_memory), "share_pct": 100 * share}, _DOCS["checkpoint"])
+
+
+# -- new rules ----------------------------------------------------------------------------------
+
+def launch_bound_rule(trace):
+    """Kernels that run shorter than the runtime call that launched them: the device
+    drains its queue faster than the host fills it. Fires when most kernels are such and
+    the launch time they do not hide (launch - kernel, summed) is a real share of the step."""
+    ev = trace.events
+    rt = launch(trace)
+    k = np.flatnonzero((ev["kind"] == Kind.KERNEL) & valid_times(trace) & (rt >= 0) & _in_steps(trace))
+    n_steps = len(steps(trace))
+    total = _total_step_ns(trace)
+    if not len(k) or not n_steps or not total:
+        return None
+    kd = ev["dur"][k]
+    ld = ev["dur"][rt[k]]
+    ld = np.where(ld == MISSING_INT, 0, ld)
+    short = kd < ld
+    n_short = int(short.sum())
+    share = n_short / len(k)
+    unhidden = int((ld - kd)[short].sum())
+    if share < SHORT_KERNEL_SHARE or unhidden < LAUNCH_SHARE * total:
+        return None
+    med_k, med_l = float(np.median(kd)), float(np.median(ld))
+    return _rec("launch_bound", "warning", "Launch-bound: kernels shorter than their launch",
+                f"{100 * share:.1f}% of the kernels in the steps ({n_short} of {len(k)}, {n_short / n_steps:.0f} per "
+                f"step) run shorter than the runtime call that launched them (median kernel {fmt_ns(med_k)}, median "
+                f"launch {fmt_ns(med_l)}); their launches outlast them by {fmt_ns(unhidden / n_steps)} per step "
+                f"({100 * unhidden / total:.1f}% of the step), time the {trace.device_word or 'device'} may wait for "
+                "the CPU. CUDA graphs or torch.compile (mode=\"reduce-overhead\") launch many kernels at once; "
+                "fusing small operations or larger batches also help.",
+                {"short_kernels": n_short, "kernels": len(k), "share_pct": 100 * share,
+                 "per_step": n_short / n_steps, "median_kernel_ns": med_k, "median_launch_ns": med_l,
+                 "unhidden_launch_ns": unhidden, "unhidden_share_pct": 100 * unhidden / total}, _DOCS["graphs"])
+
+
+def sync_rule(trace):
+    """Host-device synchronizations inside the steps: the host stops until the device
+    drains, so it cannot queue work ahead."""
+    ev = trace.events
+    in_steps = _in_steps(trace) & valid_times(trace)
+    n_steps = len(steps(trace))
+    if not n_steps or not trace.device_kinds:  # CPU only: .item() waits for nothing
+        return None
+    calls = in_steps & kind_mask(ev["kind"], RUNTIME_KINDS) & _names(trace, lambda s: bool(_SYNC_CALL_RE.match(s)))
+    events = in_steps & (ev["kind"] == Kind.CUDA_SYNC) & _names(trace, lambda s: s in _SYNC_EVENT_NAMES)
+    seen = ev["correlation"][calls]
+    events &= ~np.isin(ev["correlation"], seen[seen != MISSING_INT])  # one sync, two records
+    ops = in_steps & (ev["kind"] == Kind.CPU_OP) & _names(trace, lambda s: s in _SYNC_OPS)
+    outer_ops = ops & ~_inside_same(trace, ops)
+    syncs = calls | events
+    n = int(syncs.sum())
+    n_ops = int(outer_ops.sum())
+    if not n and not n_ops:
+        return None
+    wait = int(ev["dur"][calls].sum())
+    total = _total_step_ns(trace)
+    share = wait / total if total else 0.0
+    counts = _count_names(trace, syncs | outer_ops)
+    listed = ", ".join(f"{name} x{c}" for name, c in counts[:4])
+    return _rec("host_sync", "warning" if share >= SYNC_WARNING_SHARE else "info",
+                "Host-device synchronization inside the steps",
+                f"The steps synchronize the host with the device {(n or n_ops) / n_steps:.1f} times per step "
+                f"({listed}); synchronizing calls take {fmt_ns(wait / n_steps)} per step ({100 * share:.1f}% of the "
+                "step). Each one stops the CPU from queueing work ahead: avoid .item(), .cpu(), printing tensors "
+                "and blocking copies in the loop, or do them every N steps.",
+                {"sync_calls": n, "sync_ops": n_ops, "per_step": (n or n_ops) / n_steps, "sync_ns": wait,
+                 "share_pct": 100 * share, "names": dict(counts)})
+
+
+def _inside_same(trace, mask: np.ndarray) -> np.ndarray:
+    """Events of ``mask`` nested under another event of ``mask`` (aten::item holds
+    aten::_local_scalar_dense: count the pair once)."""
+    from tb_profiler.analysis.links import host_parent
+
+    parent = host_parent(trace)
+    p = parent[np.flatnonzero(mask)]
+    out = np.zeros(len(mask), dtype=bool)
+    out[np.flatnonzero(mask)] = (p >= 0) & mask[np.maximum(p, 0)]
+    return out
+
+
+def _count_names(trace, mask: np.ndarray) -> list[tuple[str, int]]:
+    ids, counts = np.unique(trace.events["name"][mask], return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return [(str(trace.str(int(ids[i]))), int(counts[i])) for i in order]
+
+
+def pageable_rule(trace):
+    """Copies from or to pageable host memory: the driver stages them through a pinned
+    buffer and the host waits for them."""
+    ev = trace.events
+    m = (ev["kind"] == Kind.GPU_MEMCPY) & valid_times(trace) & _in_steps(trace) \
+        & _names(trace, lambda s: "pageable" in s.lower())
+    n = int(m.sum())
+    n_steps = len(steps(trace))
+    if not n or not n_steps:
+        return None
+    dur = int(ev["dur"][m].sum())
+    b = ev["copy_bytes"][m]
+    nbytes = int(b[b > 0].sum())
+    total = _total_step_ns(trace)
+    share = dur / total if total else 0.0
+    return _rec("pageable_memcpy", "info", "Copies use pageable host memory",
+                f"{n} copies in the steps ({n / n_steps:.1f} per step, {fmt_bytes(nbytes / n_steps)} per step) move data "
+                f"between the device and pageable host memory, {fmt_ns(dur / n_steps)} per step ({100 * share:.1f}% of "
+                "the step), and block the host. DataLoader(pin_memory=True) with .to(device, non_blocking=True) "
+                "makes them asynchronous.",
+                {"copies": n, "per_step": n / n_steps, "bytes": nbytes, "copy_ns": dur, "share_pct": 100 * share},
+                _DOCS["pin"])
+
+
+def idle_rule(trace):
+    """Long stretches of the steps where no device work runs while the host is in CPU
+    operators or in Python outside any operator (data loading, runtime calls and
+    communication in those gaps have their own rules)."""
+    gaps = idle_gaps(trace)
+    if gaps is None or not len(gaps[0]):
+        return None
+    gs, ge, step_idx = gaps
+    st = steps(trace)
+    total = _total_step_ns(trace)
+    host = _gap_breakdown(trace, gs, ge)
+    python = host["cpu_exec"] + host["other"]
+    share = python / total if total else 0.0
+    if share < IDLE_SHARE:
+        return None
+    n_steps = len(st)
+    longest = int(np.argmax(ge - gs))
+    op = _host_op_during(trace, int(gs[longest]), int(ge[longest]))
+    word = trace.device_word or "device"
+    idle = int((ge - gs).sum())
+    during = f", during {op}" if op else ", outside any operator (Python code)"
+    return _rec("device_idle", "warning", f"{word} idle while the host runs Python",
+                f"The {word} sits idle in {len(gs)} gaps of {fmt_ns(IDLE_GAP_NS)} or more, {fmt_ns(idle / n_steps)} "
+                f"per step; for {fmt_ns(python / n_steps)} of it per step ({100 * share:.1f}% of the step) the host "
+                f"runs CPU operators ({fmt_ns(host['cpu_exec'] / n_steps)}) or Python outside operators "
+                f"({fmt_ns(host['other'] / n_steps)}) instead of feeding it. The longest gap is "
+                f"{fmt_ns(ge[longest] - gs[longest])} in step {st['name'].iloc[step_idx[longest]]}{during}. Move "
+                "that work off the critical path, or let torch.compile / CUDA graphs cut host overhead.",
+                {"gaps": len(gs), "idle_ns": idle, "host_python_ns": int(python), "share_pct": 100 * share,
+                 "gap_breakdown_ns": {k: int(v) for k, v in host.items()},
+                 "longest_gap_ns": int(ge[longest] - gs[longest]), "longest_gap_start_ns": int(gs[longest]),
+                 "longest_gap_op": op})
+
+
+def _gap_breakdown(trace, gs, ge) -> dict[str, int]:
+    """What the host does inside the gaps, by breakdown category (each ns once)."""
+    out = {}
+    prev = 0
+    for cat, (ms, me) in zip(bd.CATEGORIES[:-1], bd.cumulative_unions(trace)):
+        cov = int(covered_in(ms, me, gs, ge).sum())
+        out[cat] = cov - prev
+        prev = cov
+    out["other"] = int((ge - gs).sum()) - prev
+    return out
+
+
+@per_trace
+def idle_gaps(trace):
+    """(start, end, step index) of every device gap >= IDLE_GAP_NS inside a step, with
+    all devices counted together; None without device work or steps."""
+    ev = trace.events
+    st = steps(trace)
+    work = kind_mask(ev["kind"], DEVICE_WORK) & valid_times(trace)
+    if st.empty or not work.any():
+        return None
+    ms, me = merge_intervals(ev["ts"][work], ev["ts"][work] + ev["dur"][work])
+    lo = st["start_ns"].to_numpy()
+    hi = st["end_ns"].to_numpy()
+    # Gaps are the complement of the busy union, cut at step edges: split time at every
+    # edge, keep the pieces that are neither busy nor outside a step, join neighbours.
+    cuts = np.unique(np.concatenate([lo, hi, ms, me]))
+    seg_s, seg_e = cuts[:-1], cuts[1:]
+    mid_busy = covered_in(ms, me, seg_s, seg_e) > 0
+    idx = np.searchsorted(lo, seg_s, side="right") - 1
+    in_step = (idx >= 0) & (seg_e <= hi[np.maximum(idx, 0)])
+    free = ~mid_busy & in_step
+    gs, ge, gi = seg_s[free], seg_e[free], idx[free]
+    # Join neighbouring free segments of the same step (cut only by step edges).
+    if len(gs):
+        join = np.empty(len(gs), dtype=bool)
+        join[0] = False
+        join[1:] = (gs[1:] == ge[:-1]) & (gi[1:] == gi[:-1])
+        first = np.flatnonzero(~join)
+        last = np.append(first[1:] - 1, len(gs) - 1)
+        gs, ge, gi = gs[first], ge[last], gi[first]
+    long = (ge - gs) >= IDLE_GAP_NS
+    return gs[long], ge[long], gi[long]
+
+
+def _host_op_during(trace, lo: int, hi: int) -> str | None:
+    """Name of the outermost CPU Exec event (operator or annotation, not the step) that
+    covers most of [lo, hi)."""
+    ev = trace.events
+    op = np.flatnonzero(bd.category_masks(trace)["cpu_exec"])
+    if not len(op):
+        return None
+    s = ev["ts"][op]
+    e = s + ev["dur"][op]
+    overlap = np.minimum(e, hi) - np.maximum(s, lo)
+    if overlap.max() <= 0:
+        return None
+    best = np.lexsort((-ev["dur"][op], -overlap))[0]
+    return str(trace.str(int(ev["name"][op[best]])))
+
+
+RULES = (dataloader_rule, dataparallel_rule, nccl_rule, communication_rule, utilization_rule, amp_rule,
+         memory_rule, launch_bound_rule, sync_rule, pageable_rule, idle_rule)
