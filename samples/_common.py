@@ -47,3 +47,15 @@ def written(run_dir: str) -> list[str]:
     if not os.path.isdir(run_dir):
         return []
     return sorted(os.path.join(run_dir, f) for f in os.listdir(run_dir) if ".pt.trace.json" in f)
+
+
+def main(run, doc: str, argv=None) -> None:
+    """The command line of a one-run sample: ``python samples/X.py LOGDIR [--gzip]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logdir")
+    ap.add_argument("--gzip", action="store_true", help="write .pt.trace.json.gz")
+    args = ap.parse_args(argv)
+    for path in run(args.logdir, args.gzip):
+        print(path)

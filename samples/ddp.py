@@ -10,7 +10,6 @@ main thread's all_reduce of the logged loss). Workers are named
 """
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 
@@ -67,14 +66,5 @@ def run(logdir: str, use_gzip: bool = False) -> list[str]:
     return _common.written(run_dir)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("logdir")
-    ap.add_argument("--gzip", action="store_true")
-    args = ap.parse_args(argv)
-    for path in run(args.logdir, args.gzip):
-        print(path)
-
-
 if __name__ == "__main__":
-    main()
+    _common.main(run, __doc__)

@@ -7,7 +7,6 @@ softmax, layer norm), embeddings, and AdamW. Run ``transformer``.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 import _common  # noqa: F401  (sys.path, seeds, profiler)
@@ -54,14 +53,5 @@ def run(logdir: str, use_gzip: bool = False) -> list[str]:
     return _common.written(run_dir)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("logdir")
-    ap.add_argument("--gzip", action="store_true")
-    args = ap.parse_args(argv)
-    for path in run(args.logdir, args.gzip):
-        print(path)
-
-
 if __name__ == "__main__":
-    main()
+    _common.main(run, __doc__)
