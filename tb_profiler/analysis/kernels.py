@@ -1,0 +1,124 @@
+"""Kernels: calls and time per kernel name, or per (name, launching op, launch config).
+
+Why these columns: the kernel view answers "which kernels take the time, how well do
+they fill the GPU, do they use tensor cores". Blocks per SM and estimated achieved
+occupancy are averaged weighted by duration (a 1 ms kernel counts 1000x a 1 us one), a
+kernel without the field counting as 0, as the old torch-tb-profiler did. The op of a
+kernel is the innermost CPU operator around its launch (``links.launching_op``); None
+where the trace lost the launch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tb_profiler.analysis.links import launching_op
+from tb_profiler.analysis.operators import call_tree
+from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible, uses_tensor_cores
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.categories import Kind
+
+GROUP_BY = ("name", "op")
+STAT_COLUMNS = ("calls", "total_ns", "mean_ns", "max_ns", "min_ns", "blocks_per_sm", "occupancy", "tensor_cores")
+OP_KEY_COLUMNS = ("op", "grid", "block", "registers", "shared_memory", "op_tc_eligible")
+_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+
+
+def _dim_text(x, y, z) -> str | None:
+    return None if x < 0 else f"[{x}, {y}, {z}]"
+
+
+def _int_or_zero(col: np.ndarray) -> np.ndarray:
+    return np.where(col == MISSING_INT, 0, col).astype(np.int64)
+
+
+def _reduce(values: np.ndarray, inv: np.ndarray, m: int):
+    """(max, min) of values per group, by one sort and reduceat."""
+    order = np.argsort(inv, kind="stable")
+    starts = np.searchsorted(inv[order], np.arange(m))
+    v = values[order]
+    return np.maximum.reduceat(v, starts), np.minimum.reduceat(v, starts)
+
+
+def _weighted(col: np.ndarray, dur: np.ndarray, inv: np.ndarray, m: int, total: np.ndarray) -> np.ndarray:
+    x = np.nan_to_num(col.astype(np.float64), nan=0.0)
+    s = np.bincount(inv, weights=x * dur, minlength=m)
+    return np.where(total > 0, s / np.maximum(total, 1), 0.0)
+
+
+def _stats(trace, rows: np.ndarray, inv: np.ndarray, m: int) -> dict:
+    ev = trace.events
+    dur = np.where(ev["dur"][rows] == MISSING_INT, 0, ev["dur"][rows])
+    calls = np.bincount(inv, minlength=m).astype(np.int64)
+    total = np.bincount(inv, weights=dur, minlength=m).astype(np.int64)
+    mx, mn = _reduce(dur, inv, m)
+    return {"calls": calls, "total_ns": total, "mean_ns": total / np.maximum(calls, 1),
+            "max_ns": mx, "min_ns": mn,
+            "blocks_per_sm": _weighted(ev["blocks_per_sm"][rows], dur, inv, m, total),
+            "occupancy": _weighted(ev["occupancy"][rows], dur, inv, m, total)}
+
+
+def _op_keys(trace, rows: np.ndarray) -> list[np.ndarray]:
+    ev = trace.events
+    op = launching_op(trace)[rows]
+    op_name = np.where(op >= 0, ev["name"][np.maximum(op, 0)], -1)
+    return [op_name, *(ev[c][rows].astype(np.int64) for c in _DIMS),
+            _int_or_zero(ev["registers"][rows]), _int_or_zero(ev["shared_memory"][rows]), op]
+
+
+def _empty(group_by: str):
+    import pandas as pd
+
+    lead = ["name"] + (list(OP_KEY_COLUMNS) if group_by == "op" else [])
+    return pd.DataFrame({c: [] for c in lead + list(STAT_COLUMNS)})
+
+
+def kernels(trace, group_by: str = "name"):
+    """Kernel table, one row per kernel name (``group_by="name"``) or per (name, op,
+    grid, block, registers, shared memory) (``"op"``); sorted by total time.
+
+    Columns: name, [op, grid, block, registers, shared_memory, op_tc_eligible], calls,
+    total_ns, mean_ns, max_ns, min_ns, blocks_per_sm, occupancy, tensor_cores.
+    """
+    import pandas as pd
+
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
+    ev = trace.events
+    rows = np.flatnonzero(ev["kind"] == Kind.KERNEL)
+    if not len(rows):
+        return _empty(group_by)
+    keys = [ev["name"][rows].astype(np.int64)]
+    if group_by == "op":
+        keys += _op_keys(trace, rows)
+    key_cols = keys[:-1] if group_by == "op" else keys  # the op row is carried, not a key
+    if len(key_cols) == 1:
+        _, first, inv = np.unique(key_cols[0], return_index=True, return_inverse=True)
+    else:
+        _, first, inv = np.unique(np.stack(key_cols, axis=1), axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    data = {"name": trace.str(keys[0][first])}
+    if group_by == "op":
+        data.update(_op_columns(trace, keys, first, inv))
+    data.update(_stats(trace, rows, inv, len(first)))
+    data["tensor_cores"] = string_id_mask(keys[0][first], trace.strings, uses_tensor_cores)
+    df = pd.DataFrame(data)
+    return df.sort_values(["total_ns", "calls"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _op_columns(trace, keys: list[np.ndarray], first: np.ndarray, inv: np.ndarray) -> dict:
+    """op, grid, block, registers, shared_memory and op_tc_eligible per group."""
+    op_name, gx, gy, gz, bx, by, bz, regs, shm = (k[first] for k in keys[1:10])
+    op = keys[10]  # launching op row per kernel
+    eligible = call_tree(trace).eligible
+    op_elig = np.bincount(inv, weights=(op >= 0) & eligible[np.maximum(op, 0)], minlength=len(first)) > 0
+    op_elig |= string_id_mask(op_name, trace.strings, tc_eligible)
+    import pandas as pd
+
+    # object dtype keeps None (JSON null) where pandas' string dtype would put NaN
+    return {"op": pd.Series(trace.str(op_name), dtype=object),
+            "grid": pd.Series([_dim_text(*t) for t in zip(gx.tolist(), gy.tolist(), gz.tolist())], dtype=object),
+            "block": pd.Series([_dim_text(*t) for t in zip(bx.tolist(), by.tolist(), bz.tolist())], dtype=object),
+            "registers": regs, "shared_memory": shm, "op_tc_eligible": op_elig}
+
+
+__all__ = ["GROUP_BY", "kernels"]

@@ -1,0 +1,321 @@
+"""Operators: calls, host and device self/total time, tensor cores, grouped three ways.
+
+Why a call tree first: every number here is a sum over the host call nesting. An op's
+host self time is its duration minus its direct host children (child ops, annotations,
+runtime calls, as torch's ``self_cpu_time_total`` and the old plugin count it); its
+device self time is the kernels/memcpys/memsets it launched itself (its runtime calls
+sit directly in it, ``links.launching_op``), device total adds those of every op below.
+The tree is a handful of int64 arrays over the events, built once per trace.
+
+Rules kept from the old torch-tb-profiler (checked against it on the V100 traces by
+benchmarks/compare_old_plugin_tables.py):
+- a child with the same name as its parent and no sibling op is folded into the parent
+  (torch's ``EventList._remove_dup_nodes``): one call, the parent's duration, the child's
+  children and kernels;
+- ProfilerStep#N, ``enumerate(DataLoader)#...``, ``Optimizer.*`` and
+  ``(Distributed)DataParallel.forward`` are not operators (in PyTorch 1.8/1.9 traces they
+  are ``Operator`` events too);
+- an op is tensor-core eligible by name, or when a child op is, or when it launched a
+  tensor-core kernel.
+Where the old plugin dropped ops (backward ops it could not pair with a module, ops that
+partly overlap a sibling) this counts them.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.nesting import depth
+from tb_profiler.analysis.stacks import op_stacks
+from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible, uses_tensor_cores
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
+
+# Host events that make up the call tree (python_function frames are looked through).
+CALL_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION}) | RUNTIME_KINDS
+# Device events whose time is attributed to the op that launched them.
+DEVICE_WORK_KINDS = frozenset({Kind.KERNEL, Kind.GPU_MEMCPY, Kind.GPU_MEMSET, Kind.MTIA_CCP_EVENTS})
+# cpu_op names that are steps, data loading or optimizer scopes, not operators.
+NOT_OPERATOR_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#", "Optimizer.")
+NOT_OPERATOR_NAMES = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
+# torch.autograd.profiler_util._filter_name: events torch leaves out of key_averages.
+TORCH_HIDDEN_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                                "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+                                "aten::is_leaf", "aten::output_nr", "aten::_version"})
+
+GROUP_BY = ("name", "input_shape", "stack")
+OP_COLUMNS = ("calls", "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns",
+              "tc_eligible", "tc_self_pct", "tc_total_pct")
+
+
+@dataclass(frozen=True)
+class CallTree:
+    """The host call tree of one trace, arrays indexed by event row.
+
+    node: events in the tree. merged: nodes folded into their same-name parent.
+    parent: nearest tree ancestor (merged ones resolved), -1 for roots and non-nodes.
+    host_self: duration minus direct children (valid on nodes that are not merged).
+    device_self/device_total, tc_self/tc_total: ns of device work (tensor-core kernels)
+    launched by the node itself / by its subtree. eligible: tensor-core eligible ops.
+    operator: the rows the operator tables list.
+    """
+
+    node: np.ndarray
+    merged: np.ndarray
+    parent: np.ndarray
+    host_self: np.ndarray
+    device_self: np.ndarray
+    device_total: np.ndarray
+    tc_self: np.ndarray
+    tc_total: np.ndarray
+    eligible: np.ndarray
+    operator: np.ndarray
+
+
+def _name_mask(trace, ids: np.ndarray, predicate) -> np.ndarray:
+    """predicate(name) -> bool per row, evaluated once per distinct name."""
+    return string_id_mask(ids, trace.strings,
+                          lambda names: np.fromiter((predicate(s) for s in names), bool, len(names)))
+
+
+def _durations(trace) -> np.ndarray:
+    dur = trace.events["dur"]
+    return np.where(dur == MISSING_INT, 0, dur)
+
+
+def _fold_duplicates(trace, node: np.ndarray, parent0: np.ndarray, runtime_is_child: bool, fold_kinds):
+    """(merged mask, owner per row): an event (of fold_kinds) whose parent has its name and
+    no other child is folded into that parent; owner maps each row to the row absorbing it."""
+    ev = trace.events
+    n = len(ev)
+    is_op = kind_mask(ev["kind"], fold_kinds)
+    counted = node & (runtime_is_child | ~kind_mask(ev["kind"], RUNTIME_KINDS))
+    rows = np.flatnonzero(counted & (parent0 >= 0))
+    n_children = np.bincount(parent0[rows], minlength=n)
+    p = np.maximum(parent0, 0)
+    merged = (is_op & node & (parent0 >= 0) & is_op[p] & (ev["name"] == ev["name"][p])
+              & (n_children[p] == 1))
+    owner = np.arange(n, dtype=np.int64)
+    owner[merged] = parent0[merged]
+    while True:  # chains x > x > x: pointer jumping, a few rounds at most
+        nxt = owner[owner]
+        if np.array_equal(nxt, owner):
+            return merged, owner
+        owner = nxt
+
+
+def _subtree_sum(values: np.ndarray, parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """values summed over each row's subtree (rows: the tree's members), deepest level first."""
+    total = values.astype(np.int64, copy=True)
+    if not len(rows):
+        return total
+    index = np.full(len(parent), -1, np.int64)  # event row -> member index
+    index[rows] = np.arange(len(rows))
+    lp = np.where(parent[rows] >= 0, index[np.maximum(parent[rows], 0)], -1)
+    level = depth(lp)
+    order = np.argsort(-level, kind="stable")
+    bounds = np.flatnonzero(np.diff(level[order])) + 1
+    for chunk in np.split(order, bounds):
+        chunk = chunk[lp[chunk] >= 0]
+        if len(chunk):
+            np.add.at(total, rows[lp[chunk]], total[rows[chunk]])
+    return total
+
+
+def _device_attribution(trace, owner: np.ndarray):
+    """(device ns, tensor-core ns) launched directly by each row (after folding)."""
+    ev = trace.events
+    n = len(ev)
+    dev = np.flatnonzero(kind_mask(ev["kind"], DEVICE_WORK_KINDS))
+    op = launching_op(trace)[dev]
+    dev, op = dev[op >= 0], owner[op[op >= 0]]
+    dur = _durations(trace)[dev]
+    tc = (ev["kind"][dev] == Kind.KERNEL) & string_id_mask(ev["name"][dev], trace.strings, uses_tensor_cores)
+    device = np.bincount(op, weights=dur, minlength=n).astype(np.int64)
+    tcore = np.bincount(op[tc], weights=dur[tc], minlength=n).astype(np.int64)
+    return device, tcore
+
+
+def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_child: bool = False,
+                    fold_kinds=(Kind.CPU_OP,)) -> CallTree:
+    """The call tree under the given rules: events named in hidden_names left out (their
+    time stays in the parent's self time); whether runtime calls count as siblings when
+    folding same-name children, and which kinds fold. ``call_tree`` uses the old plugin's
+    rules, ``keyavg`` torch's."""
+    ev = trace.events
+    n = len(ev)
+    node = kind_mask(ev["kind"], CALL_KINDS)
+    if hidden_names:
+        node &= ~_name_mask(trace, ev["name"], hidden_names.__contains__)
+    rows = np.flatnonzero(node)
+    parent0 = np.full(n, NO_ROW, np.int64)
+    parent0[rows] = nearest_ancestor(trace, rows, node, include_self=False)
+    merged, owner = _fold_duplicates(trace, node, parent0, runtime_is_child, fold_kinds)
+    live = np.flatnonzero(node & ~merged)
+    parent = np.full(n, NO_ROW, np.int64)
+    parent[live] = np.where(parent0[live] >= 0, owner[np.maximum(parent0[live], 0)], NO_ROW)
+    dur = _durations(trace)
+    has_parent = live[parent[live] >= 0]
+    children_ns = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=n).astype(np.int64)
+    host_self = np.where(node & ~merged, dur - children_ns, 0)
+    device_self, tc_self = _device_attribution(trace, owner)
+    is_op = ev["kind"] == Kind.CPU_OP
+    named = is_op & string_id_mask(ev["name"], trace.strings, tc_eligible)
+    below = _subtree_sum((named | (tc_self > 0)).astype(np.int64), parent, live)
+    operator = is_op & node & ~merged & ~_name_mask(
+        trace, ev["name"], lambda s: s.startswith(NOT_OPERATOR_PREFIXES) or s in NOT_OPERATOR_NAMES)
+    return CallTree(node=node, merged=merged, parent=parent, host_self=host_self,
+                    device_self=device_self, device_total=_subtree_sum(device_self, parent, live),
+                    tc_self=tc_self, tc_total=_subtree_sum(tc_self, parent, live),
+                    eligible=is_op & (below > 0), operator=operator)
+
+
+@per_trace
+def call_tree(trace) -> CallTree:
+    """The call tree under the old plugin's rules (runtime calls are not counted as
+    siblings when folding same-name children)."""
+    return build_call_tree(trace)
+
+
+@per_trace
+def tc_eligible_ops(trace) -> np.ndarray:
+    """Boolean mask over events: operators that are tensor-core eligible (by name, by an
+    eligible child op, or by having launched a tensor-core kernel)."""
+    tree = call_tree(trace)
+    return tree.operator & tree.eligible
+
+
+# -- keys -----------------------------------------------------------------------------
+def _shape_text(raw: str | None) -> str:
+    """Input Dims JSON text as the old plugin and torch print it (str of the list)."""
+    if raw is None:
+        return "[]"
+    try:
+        return str(json.loads(raw))
+    except ValueError:
+        return raw
+
+
+def input_shapes(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(key per row, text per key): each row's input shapes, ``"[[2, 3], []]"``, equal
+    shapes written differently in the file sharing one key; one parse per distinct text."""
+    ids = trace.events["input_dims"][rows]
+    uniq, inv = np.unique(ids, return_inverse=True)
+    texts = np.array([_shape_text(trace.str(int(i))) for i in uniq.tolist()], dtype=object)
+    text_keys, key_of_uniq = np.unique(texts.astype(str), return_inverse=True)
+    return key_of_uniq.reshape(-1)[inv.reshape(-1)], text_keys.astype(object)
+
+
+def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(first row index per group, group index per row) for rows keyed by int columns."""
+    if len(keys) == 1:
+        _, first, inv = np.unique(keys[0], return_index=True, return_inverse=True)
+    else:
+        _, first, inv = np.unique(np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True)
+    return first, inv.reshape(-1)
+
+
+def _sums(inv: np.ndarray, m: int, **cols: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: np.bincount(inv, weights=v, minlength=m).astype(np.int64) for k, v in cols.items()}
+
+
+def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    return np.where(whole > 0, 100.0 * part / np.maximum(whole, 1), 0.0)
+
+
+def _aggregate(trace, rows: np.ndarray, keys: list[np.ndarray]) -> tuple[np.ndarray, dict]:
+    """Per-group sums of the operator columns; returns (first row per group, columns)."""
+    tree = call_tree(trace)
+    first, inv = _groups(keys)
+    m = len(first)
+    dur = _durations(trace)[rows]
+    s = _sums(inv, m, host_self_ns=tree.host_self[rows], host_total_ns=dur,
+              device_self_ns=tree.device_self[rows], device_total_ns=tree.device_total[rows],
+              tc_self=tree.tc_self[rows], tc_total=tree.tc_total[rows])
+    cols = {"calls": np.bincount(inv, minlength=m).astype(np.int64),
+            **{k: s[k] for k in ("host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns")},
+            "tc_eligible": np.bincount(inv, weights=tree.eligible[rows], minlength=m) > 0,
+            "tc_self_pct": _pct(s["tc_self"], s["device_self_ns"]),
+            "tc_total_pct": _pct(s["tc_total"], s["device_total_ns"])}
+    return first, cols
+
+
+def _frame(data: dict, order_by=("device_self_ns", "host_self_ns")):
+    import pandas as pd
+
+    df = pd.DataFrame(data)
+    if len(df):
+        df = df.sort_values(list(order_by), ascending=False, kind="stable").reset_index(drop=True)
+    return df
+
+
+def _empty(lead: list[str]):
+    import pandas as pd
+
+    return pd.DataFrame({c: [] for c in lead + list(OP_COLUMNS)})
+
+
+def operators(trace, group_by: str = "name"):
+    """Operator table: one row per name, per (name, input shape) or per (name, stack).
+
+    Columns: name, [input_shape | stack_id], calls, host_self_ns, host_total_ns,
+    device_self_ns, device_total_ns, tc_eligible, tc_self_pct, tc_total_pct; sorted by
+    device self time, then host self time. stack_id is -1 for calls without a stack;
+    ``operator_stacks`` / ``stacks.stack_frames`` give the frames.
+    """
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
+    lead = ["name"] + {"name": [], "input_shape": ["input_shape"], "stack": ["stack_id"]}[group_by]
+    rows = np.flatnonzero(call_tree(trace).operator)
+    if not len(rows):
+        return _empty(lead)
+    names = trace.events["name"][rows]
+    keys, extra = [names], {}
+    if group_by == "input_shape":
+        shape_key, shape_text = input_shapes(trace, rows)
+        keys.append(shape_key)
+    elif group_by == "stack":
+        keys.append(op_stacks(trace)[0][rows])
+    first, cols = _aggregate(trace, rows, keys)
+    if group_by == "input_shape":
+        extra["input_shape"] = shape_text[shape_key[first]]
+    elif group_by == "stack":
+        extra["stack_id"] = keys[1][first]
+    return _frame({"name": trace.str(names[first]), **extra, **cols})
+
+
+def operator_stacks(trace, name: str, input_shape: str | None = None):
+    """The calls of one operator (optionally of one input shape) split by call stack.
+
+    Columns: stack_id, frames ([{file, line, func}], innermost first), and the operator
+    columns. Calls without a stack are left out (as the old plugin's stack view)."""
+    lead = ["stack_id", "frames"]
+    tree = call_tree(trace)
+    ev = trace.events
+    rows = np.flatnonzero(tree.operator & _name_mask(trace, ev["name"], lambda s: s == name))
+    if input_shape is not None and len(rows):
+        key, text = input_shapes(trace, rows)
+        rows = rows[text[key] == input_shape]
+    sid, table = op_stacks(trace)
+    rows = rows[sid[rows] >= 0]
+    if not len(rows):
+        return _empty(lead)
+    first, cols = _aggregate(trace, rows, [sid[rows]])
+    ids = sid[rows][first]
+    return _frame({"stack_id": ids, "frames": [table.frames_of(int(i)) for i in ids.tolist()], **cols})
+
+
+__all__ = [
+    "GROUP_BY",
+    "CallTree",
+    "build_call_tree",
+    "call_tree",
+    "input_shapes",
+    "operator_stacks",
+    "operators",
+    "tc_eligible_ops",
+]

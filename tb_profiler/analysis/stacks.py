@@ -1,0 +1,228 @@
+"""Python call stacks of operators, as interned frame chains with file and line parsed.
+
+Why interned: a trace repeats the same few hundred stacks across thousands of ops, so a
+stack is a node id in a prefix tree (parent node, frame); two ops with the same frames
+share one id, grouping by stack is grouping by an int, and the frames are rebuilt only
+for the stacks a view shows.
+
+Two sources, one shape:
+- modern traces (``with_stack=True``): ``python_function`` events nested around the op on
+  its thread, each named ``"path/to/file.py(123): func"``; ``<built-in ...>`` calls and
+  ``nn.Module: X`` markers have no source line and are skipped.
+- PyTorch 1.8-1.10 traces: the op's ``Call stack`` arg, ``"file(line): func;..."``,
+  innermost frame first.
+Frames are always listed innermost first, as both torch and the old plugin show them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tb_profiler.analysis.links import device_mask, nearest_ancestor
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.nesting import depth
+from tb_profiler.trace.categories import Kind
+
+NO_STACK = -1
+_FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<func>.*)$", re.DOTALL)
+
+
+def parse_frame(text: str) -> dict:
+    """``"path/file.py(123): func"`` -> {file, line, func}; other text -> file/line None."""
+    m = _FRAME.match(text.strip()) if isinstance(text, str) else None
+    if m is None:
+        return {"file": None, "line": None, "func": text}
+    return {"file": m["file"], "line": int(m["line"]), "func": m["func"]}
+
+
+def is_source_frame(text: str) -> bool:
+    """Whether a frame names a source line (a Python call), not a C call or a marker."""
+    return isinstance(text, str) and _FRAME.match(text.strip()) is not None
+
+
+def frames_of(stack) -> list[dict]:
+    """Frames of one stack, innermost first: a ``Call stack`` string ("a(1): f;b(2): g")
+    or a sequence of frame strings. Empty input gives []."""
+    if stack is None:
+        return []
+    parts = stack.split(";") if isinstance(stack, str) else list(stack)
+    return [parse_frame(p) for p in (s.strip() for s in parts) if p]
+
+
+@dataclass(frozen=True)
+class StackTable:
+    """The interned stacks of one trace: node i is a stack whose innermost frame is
+    ``frames[frame[i]]`` and whose callers are the stack ``parent[i]`` (-1: none)."""
+
+    parent: np.ndarray
+    frame: np.ndarray
+    frames: np.ndarray  # object array of frame texts
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def texts(self, sid: int) -> list[str]:
+        """Frame texts of stack ``sid``, innermost first (one walk up the tree)."""
+        out = []
+        while 0 <= sid < len(self.parent):
+            out.append(self.frames[self.frame[sid]])
+            sid = int(self.parent[sid])
+        return out
+
+    def frames_of(self, sid: int) -> list[dict]:
+        return [parse_frame(t) for t in self.texts(sid)]
+
+
+class _Interner:
+    """Prefix-tree node ids for (parent node, frame) pairs, vectorized per batch."""
+
+    def __init__(self, n_frames: int):
+        self.base = n_frames + 1
+        self.keys = np.zeros(0, np.int64)   # sorted
+        self.ids = np.zeros(0, np.int64)
+        self.parent: list[np.ndarray] = []
+        self.frame: list[np.ndarray] = []
+        self.n = 0
+
+    def intern(self, parent: np.ndarray, frame: np.ndarray) -> np.ndarray:
+        """Node id of each (parent, frame) pair, creating the missing nodes."""
+        key = (parent + 1) * self.base + frame
+        uniq, inv = np.unique(key, return_inverse=True)
+        pos = np.minimum(np.searchsorted(self.keys, uniq), max(len(self.keys) - 1, 0))
+        found = (self.keys[pos] == uniq) if len(self.keys) else np.zeros(len(uniq), bool)
+        out = np.empty(len(uniq), np.int64)
+        out[found] = self.ids[pos[found]]
+        new = np.flatnonzero(~found)
+        out[new] = self._add(uniq[new])
+        return out[inv]
+
+    def intern_chains(self, chains: list[list[int]]) -> np.ndarray:
+        """Node id of each chain of frame indexes (outermost first); a dict walk, for the
+        few hundred distinct ``Call stack`` strings of a trace."""
+        known = dict(zip(self.keys.tolist(), self.ids.tolist()))
+        new_keys: list[int] = []
+        out = np.full(len(chains), NO_STACK, np.int64)
+        for k, chain in enumerate(chains):
+            sid = NO_STACK
+            for f in chain:
+                key = (sid + 1) * self.base + f
+                if key not in known:
+                    known[key] = self.n + len(new_keys)
+                    new_keys.append(key)
+                sid = known[key]
+            out[k] = sid
+        self._add(np.array(new_keys, np.int64))
+        return out
+
+    def _add(self, keys: np.ndarray) -> np.ndarray:
+        ids = self.n + np.arange(len(keys), dtype=np.int64)
+        self.n += len(keys)
+        self.parent.append(keys // self.base - 1)
+        self.frame.append(keys % self.base)
+        all_keys = np.concatenate([self.keys, keys])
+        order = np.argsort(all_keys, kind="stable")
+        self.keys, self.ids = all_keys[order], np.concatenate([self.ids, ids])[order]
+        return ids
+
+    def table(self, frames: np.ndarray) -> StackTable:
+        cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
+        return StackTable(cat(self.parent), cat(self.frame), frames)
+
+
+def _python_frames(trace):
+    """python_function rows, each one's nearest python_function ancestor (as an index
+    into those rows, -1 for the outermost) and its name id."""
+    ev = trace.events
+    is_pf = ev["kind"] == Kind.PYTHON_FUNCTION
+    rows = np.flatnonzero(is_pf)
+    anc = nearest_ancestor(trace, rows, is_pf, include_self=False)
+    local = np.full(len(ev), -1, np.int64)
+    local[rows] = np.arange(len(rows))
+    parent = np.where(anc >= 0, local[np.maximum(anc, 0)], -1)
+    return rows, parent, ev["name"][rows]
+
+
+def _frame_lut(name_ids: np.ndarray, strings: np.ndarray, frames: list[str], index: dict) -> np.ndarray:
+    """Frame index for each name id (-1: not a source frame), adding new texts to frames."""
+    lut = np.full(len(strings) + 1, -1, np.int64)
+    valid = name_ids[(name_ids >= 0) & (name_ids < len(strings))]
+    for i in np.unique(valid).tolist():
+        text = strings[i]
+        if is_source_frame(text):
+            lut[i] = _frame_index(text, frames, index)
+    return lut[np.where((name_ids >= 0) & (name_ids < len(strings)), name_ids, len(strings))]
+
+
+def _intern_python(trace, interner: _Interner, frame_idx: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Stack id of every python_function event, level by level from the outermost:
+    a source frame extends its caller's stack, any other frame inherits it."""
+    sid = np.full(len(parent), NO_STACK, np.int64)
+    level = depth(parent)
+    order = np.argsort(level, kind="stable")
+    bounds = np.searchsorted(level[order], np.arange(level.max() + 2 if len(level) else 1))
+    for d in range(len(bounds) - 1):
+        at = order[bounds[d]:bounds[d + 1]]
+        if not len(at):
+            continue
+        up = np.where(parent[at] >= 0, sid[np.maximum(parent[at], 0)], NO_STACK)
+        src = frame_idx[at] >= 0
+        sid[at] = up
+        if src.any():
+            sid[at[src]] = interner.intern(up[src], frame_idx[at[src]])
+    return sid
+
+
+def _intern_call_stacks(interner: _Interner, texts: list[str], frames: list[str], index: dict) -> np.ndarray:
+    """Stack id of each distinct ``Call stack`` string (innermost frame written first)."""
+    chains = []
+    for text in texts:
+        parts = [p.strip() for p in (text or "").split(";") if p.strip()]
+        chains.append([_frame_index(p, frames, index) for p in reversed(parts)])
+    return interner.intern_chains(chains)
+
+
+def _frame_index(text: str, frames: list[str], index: dict) -> int:
+    f = index.setdefault(text, len(frames))
+    if f == len(frames):
+        frames.append(text)
+    return f
+
+
+@per_trace
+def op_stacks(trace) -> tuple[np.ndarray, StackTable]:
+    """(stack id per event row, the stack table): every host event's Python stack, from
+    the python_function events around it, else its ``Call stack`` arg; -1 where none."""
+    ev = trace.events
+    strings = trace.strings
+    frames: list[str] = []
+    index: dict[str, int] = {}
+    pf_rows, pf_parent, pf_names = _python_frames(trace)
+    frame_idx = _frame_lut(pf_names, strings, frames, index)
+    # Frame count is only known once the Call stack strings are split: size keys generously.
+    cs = ev["call_stack"]
+    cs_ids = np.unique(cs[(cs >= 0) & (cs < len(strings))])
+    n_split = sum(strings[i].count(";") + 1 for i in cs_ids.tolist())
+    interner = _Interner(len(frames) + n_split)
+    pf_sid = _intern_python(trace, interner, frame_idx, pf_parent)
+    out = np.full(len(ev), NO_STACK, np.int64)
+    host = np.flatnonzero(~device_mask(trace) & (ev["kind"] != Kind.PYTHON_FUNCTION))
+    if len(pf_rows) and len(host):
+        anc = nearest_ancestor(trace, host, ev["kind"] == Kind.PYTHON_FUNCTION, include_self=False)
+        local = np.searchsorted(pf_rows, np.maximum(anc, 0))
+        out[host] = np.where(anc >= 0, pf_sid[np.minimum(local, len(pf_rows) - 1)], NO_STACK)
+    if len(cs_ids):
+        lut = np.full(len(strings) + 1, NO_STACK, np.int64)
+        lut[cs_ids] = _intern_call_stacks(interner, [strings[i] for i in cs_ids.tolist()], frames, index)
+        from_arg = lut[np.where((cs >= 0) & (cs < len(strings)), cs, len(strings))]
+        out = np.where(out >= 0, out, from_arg)
+    return out, interner.table(np.array(frames, dtype=object))
+
+
+def stack_frames(trace, sid: int) -> list[dict]:
+    """Frames [{file, line, func}] of stack ``sid`` of this trace, innermost first."""
+    return op_stacks(trace)[1].frames_of(int(sid))
+
+
+__all__ = ["NO_STACK", "StackTable", "frames_of", "is_source_frame", "op_stacks", "parse_frame", "stack_frames"]
