@@ -1,0 +1,132 @@
+"""Diff: what changed between two traces or runs, operator by operator and kernel by kernel.
+
+Each side is one Trace or a list of them (a run's workers, or several spans): its tables
+are the operators/kernels/modules/steps analyses of each trace, summed.  Rows are aligned
+by operator name, kernel name and module path; a row present on one side only shows zeros
+on the other (``side`` says "a", "b" or "both").
+
+Why per step: two profiles rarely cover the same number of steps (a different schedule,
+a dropped trailing step, two workers against one), so every count and time is divided by
+its own side's number of steps (summed over its traces) before subtracting.  Deltas are
+b - a: positive means B spends more.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from tb_profiler.analysis.kernels import kernels
+from tb_profiler.analysis.modules import modules
+from tb_profiler.analysis.operators import operators
+from tb_profiler.analysis.steps import steps
+
+__all__ = ["KERNEL_SUMS", "MODULE_SUMS", "OPERATOR_SUMS", "diff"]
+
+# Columns compared per table (each gets _a, _b and _delta, per step).
+OPERATOR_SUMS = ("calls", "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns")
+KERNEL_SUMS = ("calls", "total_ns")
+MODULE_SUMS = ("calls", "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns")
+
+
+def _traces(side) -> list:
+    """A side as a list of traces: a Trace, a sequence of them, or anything with traces()."""
+    if side is None:
+        return []
+    if hasattr(side, "events"):
+        return [side]
+    if hasattr(side, "traces") and callable(side.traces):
+        return list(side.traces())
+    return list(side)
+
+
+def _summed(frames: list[pd.DataFrame], keys: list[str], sums: Sequence[str]) -> pd.DataFrame:
+    """The per-trace tables of one side added up by key (the side's aggregate)."""
+    frames = [f[[*keys, *sums]] for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in keys else "int64") for c in [*keys, *sums]})
+    both = pd.concat(frames, ignore_index=True)
+    return both.groupby(keys, sort=False, dropna=False)[list(sums)].sum().reset_index()
+
+
+def _align(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], sums: Sequence[str],
+           steps_a: int, steps_b: int, order_by: Sequence[str]) -> pd.DataFrame:
+    """Outer join on keys; per-step values of each side, delta = b - a, largest change first."""
+    m = a.merge(b, on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
+    out = m[keys].copy()
+    out["side"] = m["_merge"].map({"left_only": "a", "right_only": "b", "both": "both"}).astype(object)
+    for c in sums:
+        va = m[f"{c}_a"].fillna(0).to_numpy(np.float64) / max(steps_a, 1)
+        vb = m[f"{c}_b"].fillna(0).to_numpy(np.float64) / max(steps_b, 1)
+        out[f"{c}_a"], out[f"{c}_b"], out[f"{c}_delta"] = va, vb, vb - va
+    if len(out):
+        weight = sum(out[f"{c}_delta"].abs() for c in order_by)
+        out = (out.assign(_w=weight).sort_values(["_w", *keys], ascending=[False] + [True] * len(keys), kind="stable")
+               .drop(columns="_w").reset_index(drop=True))
+    return out
+
+
+def _side_steps(traces: list) -> tuple[int, int]:
+    """(number of steps, summed step time in ns) over a side's traces."""
+    frames = [steps(t) for t in traces]
+    return sum(len(f) for f in frames), int(sum(int(f["dur_ns"].sum()) for f in frames))
+
+
+def _summary(ta: list, tb: list) -> tuple[dict, int, int]:
+    (na, dur_a), (nb, dur_b) = _side_steps(ta), _side_steps(tb)
+    avg_a = dur_a / na if na else None
+    avg_b = dur_b / nb if nb else None
+    return {"traces_a": len(ta), "traces_b": len(tb), "num_steps_a": na, "num_steps_b": nb,
+            "step_time_avg_ns_a": avg_a, "step_time_avg_ns_b": avg_b,
+            "step_time_avg_ns_delta": (avg_b - avg_a) if avg_a is not None and avg_b is not None else None,
+            }, na, nb
+
+
+def _notes(ta: list, tb: list, na: int, nb: int, present: dict) -> list[str]:
+    """Why a table is empty or one-sided, or a number is not per step."""
+    notes = []
+    for label, traces, n in (("A", ta, na), ("B", tb, nb)):
+        if not traces:
+            notes.append(f"side {label} has no traces")
+        elif not n:
+            notes.append(f"side {label} has no steps: its values are totals, not per step")
+    what = {"operators": "operators", "kernels": "kernels",
+            "modules": "nn.Module information (profile with with_stack=True)"}
+    for table, (in_a, in_b) in present.items():
+        if not (ta and tb) or (in_a and in_b):
+            continue
+        if not in_a and not in_b:
+            notes.append(f"neither side has {what[table]}: the {table} table is empty")
+        else:
+            notes.append(f"only side {'A' if in_a else 'B'} has {what[table]}: the {table} table "
+                         "compares against nothing")
+    return notes
+
+
+def diff(a, b) -> dict:
+    """Operators, kernels and modules of A against B, per step.
+
+    a, b: a Trace, a list of Traces (aggregated), or a Run (its default traces).
+    Returns {"operators": name, side, calls/host_self_ns/host_total_ns/device_self_ns/
+    device_total_ns each as _a, _b, _delta; "kernels": name, side, calls and total_ns as
+    _a/_b/_delta; "modules": path (module names from the root), side, calls and
+    host/device self/total as _a/_b/_delta, only modules both sides can name;
+    "summary": {traces_a/b, num_steps_a/b, step_time_avg_ns_a/b/delta};
+    "notes": reasons for empty tables or non-per-step values}.  All values per step of
+    their own side, sorted by the size of the change.
+    """
+    ta, tb = _traces(a), _traces(b)
+    summary, na, nb = _summary(ta, tb)
+
+    tables, present = {}, {}
+    for label, fn, keys, sums, order_by in (
+            ("operators", lambda t: operators(t, group_by="name"), ["name"], OPERATOR_SUMS,
+             ("host_total_ns", "device_total_ns")),
+            ("kernels", lambda t: kernels(t, group_by="name"), ["name"], KERNEL_SUMS, ("total_ns",)),
+            ("modules", modules, ["path"], MODULE_SUMS, ("host_total_ns", "device_total_ns"))):
+        sa = _summed([fn(t) for t in ta], keys, sums)
+        sb = _summed([fn(t) for t in tb], keys, sums)
+        tables[label] = _align(sa, sb, keys, sums, na, nb, order_by)
+        present[label] = (len(sa) > 0, len(sb) > 0)
+    return {**tables, "summary": summary, "notes": _notes(ta, tb, na, nb, present)}
