@@ -98,6 +98,7 @@ static arg_def arg_defs[] = {
     {"Process Group Description", "pg_desc", ARG_TEXT, 0, 0},
     {"name", "arg_name", ARG_TEXT, 0, 0},
     {"Input Dims", "input_dims", ARG_JSON, 0, 0},
+    {"Input dims", "input_dims", ARG_JSON, 0, 0}, /* schema.ARG_ALIASES: PyTorch 1.8 */
     {"Input type", "input_type", ARG_JSON, 0, 0},
     {"Input Strides", "input_strides", ARG_JSON, 0, 0},
     {"Concrete Inputs", "concrete_inputs", ARG_JSON, 0, 0},

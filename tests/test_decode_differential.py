@@ -872,7 +872,7 @@ def text_like(escapes):
 ARG_KEY_KINDS = ([(k, "int") for k in schema.ARG_INT.values()] + [(k, "float") for k in schema.ARG_FLOAT.values()]
                  + [(k, "dim3") for k in schema.ARG_DIM3.values()] + [(k, "text") for k in schema.ARG_TEXT.values()]
                  + [(k, "json") for k in schema.ARG_JSON.values()]
-                 + [(k, "int") for k in getattr(schema, "ARG_ALIASES", {})]
+                 + [(k, "json" if col in schema.ARG_JSON else "int") for k, col in schema.ARG_ALIASES.items()]
                  + [(k, "any") for k in ("Trace name", "Trace iteration", "labels", "Input Dims2", "ts", "cat")])
 PHASES = ["X", "X", "X", "i", "I", "M", "s", "f", "t", "C", "B", "E", "b", "e", "n"]
 

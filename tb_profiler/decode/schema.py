@@ -103,10 +103,12 @@ ARG_INT: dict[str, str] = {
     "sort_index": "sort_index",         # process/thread sort index metadata
 }
 
-# Other spellings of the same field, key -> column: PyTorch 1.8/1.9 Kineto wrote
-# "external id" on runtime, kernel, memcpy and memset events.
+# Other spellings of the same field, key -> column (the column's kind applies): PyTorch
+# 1.8/1.9 Kineto wrote "external id" on runtime, kernel, memcpy and memset events, and
+# PyTorch 1.8 wrote "Input dims".
 ARG_ALIASES: dict[str, str] = {
     "external id": "external_id",
+    "Input dims": "input_dims",
 }
 
 ARG_FLOAT: dict[str, str] = {
