@@ -82,7 +82,8 @@ def test_devices_and_keys(hand):
 
 def test_record_ops(hand):
     r = M.memory_records(hand)
-    names = hand.str(np.where(r.op >= 0, hand.events["name"][np.maximum(r.op, 0)], -1))
+    op = M.record_ops(hand)
+    names = hand.str(np.where(op >= 0, hand.events["name"][np.maximum(op, 0)], -1))
     # time order: r1 13, g1 22, r2 25, r3 30, r4 45, r5 50, r6 65, g2 70
     assert (r.ts // US).tolist() == [13, 22, 25, 30, 45, 50, 65, 70]
     assert names.tolist() == ["aten::empty", "aten::inner", "aten::inner", "aten::inner", "aten::outer", None,

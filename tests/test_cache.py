@@ -95,7 +95,7 @@ def test_cached_trace_equals_fresh(trace_file, tmp_path):
     load(trace_file, cache_dir=tmp_path)
     cached = load(trace_file, cache_dir=tmp_path)
     assert cached.from_cache and digest(cached) == digest(fresh)
-    for table in ("events", "instants", "flows", "counters", "memory", "steps"):
+    for table in ("events", "instants", "flows", "counters", "memory_records", "steps"):
         a, b = getattr(fresh, table).df(), getattr(cached, table).df()
         assert a.equals(b), table
     assert cached.devices == fresh.devices and cached.thread_names == fresh.thread_names

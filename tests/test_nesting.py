@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_profiler.analysis.nesting import depth, group_ids, parents
+from tb_profiler.analysis.keys import factorize
+from tb_profiler.analysis.nesting import depth, parents
 
 
 def test_parents_of_a_call_stack_in_any_order():
@@ -35,11 +36,13 @@ def test_equal_intervals_nest_in_input_order_and_zero_length_child():
     assert p.tolist() == [-1, 0, 1]
 
 
-def test_group_ids_and_empty_input():
+def test_factorize_and_empty_input():
     pid = np.array([7, 7, 8, 7])
     tid = np.array([1, 2, 1, 1])
-    g = group_ids(pid, tid)
-    assert g[0] == g[3] and len({g[0], g[1], g[2]}) == 3
+    g, first = factorize(pid, tid)
+    assert g.tolist() == [0, 1, 2, 0] and first.tolist() == [0, 1, 2]
+    g, first = factorize(np.array([], np.int64))
+    assert g.tolist() == [] and first.tolist() == []
     empty = np.array([], np.int64)
     assert parents(empty, empty, empty).tolist() == []
     assert depth(np.array([], np.int64)).tolist() == []

@@ -68,7 +68,7 @@ import pandas as pd
 from tb_profiler.analysis.breakdown import covered_in, merge_intervals
 from tb_profiler.analysis.links import NO_ROW, launch, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.nesting import group_ids
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.steps import step_notes, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.io.discovery import parse_trace_name
@@ -328,7 +328,7 @@ def _busy(trace) -> dict:
         ops[trace.steps["event"]] = False  # old traces call ProfilerStep#N an operator
         ops = np.flatnonzero(ops)
         cuts = np.flatnonzero(comm_calls(trace))
-        g = group_ids(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
+        g, _ = factorize(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
         comp = _per_group_subtract(*_ends(ev, ops), g[ops], *_ends(ev, cuts), g[cuts])
         source = "host"
     if comm_kernels(trace).any():

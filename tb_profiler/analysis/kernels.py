@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launching_op
 from tb_profiler.analysis.operators import call_tree
 from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible, uses_tensor_cores
@@ -91,11 +92,7 @@ def kernels(trace, group_by: str = "name"):
     if group_by == "op":
         keys += _op_keys(trace, rows)
     key_cols = keys[:-1] if group_by == "op" else keys  # the op row is carried, not a key
-    if len(key_cols) == 1:
-        _, first, inv = np.unique(key_cols[0], return_index=True, return_inverse=True)
-    else:
-        _, first, inv = np.unique(np.stack(key_cols, axis=1), axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
+    inv, first = factorize(*key_cols)
     data = {"name": trace.str(keys[0][first])}
     if group_by == "op":
         data.update(_op_columns(trace, keys, first, inv))

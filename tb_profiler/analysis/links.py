@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.nesting import group_ids, parents
+from tb_profiler.analysis.keys import factorize
+from tb_profiler.analysis.nesting import parents
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import DEVICE_KINDS, RUNTIME_KINDS, Kind, kind_mask
 
@@ -32,7 +33,7 @@ def host_parent(trace) -> np.ndarray:
     out = np.full(len(ev), NO_ROW, dtype=np.int64)
     if len(host):
         ts = ev["ts"][host]
-        group = group_ids(ev["pid"][host], ev["tid"][host], ev["pid_str"][host], ev["tid_str"][host])
+        group, _ = factorize(ev["pid"][host], ev["tid"][host], ev["pid_str"][host], ev["tid_str"][host])
         p = parents(group, ts, ts + ev["dur"][host])
         out[host] = np.where(p >= 0, host[np.maximum(p, 0)], NO_ROW)
     return out

@@ -37,7 +37,7 @@ import pandas as pd
 
 from tb_profiler.analysis.links import NO_ROW, device_mask, host_parent, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.nesting import group_ids
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.strings import map_string_ids
@@ -96,10 +96,10 @@ def _sort_devices(names) -> list[str]:
 # -- the records, once per trace ------------------------------------------------------------
 @dataclass
 class Records:
-    """The [memory] records in time order, with their device and allocating context.
+    """The [memory] records in time order, with their device (see record_ops for the
+    operator around each one).
 
-    device: index into ``devices``; op: the innermost operator (events row) enclosing the
-    record on its thread, -1 when none.  Totals are MISSING_INT where the trace lacks them.
+    device: index into ``devices``.  Totals are MISSING_INT where the trace lacks them.
     """
 
     ts: np.ndarray
@@ -109,7 +109,6 @@ class Records:
     total_reserved: np.ndarray
     device: np.ndarray
     devices: list
-    op: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -128,13 +127,19 @@ def memory_records(trace) -> Records:
     m = memory_table(trace)
     order = np.lexsort((m["row"], m["ts"]))
     dtype, did = m["device_type"][order], m["device_id"][order]
-    pairs, dev = (np.unique(np.stack([dtype, did]), axis=1, return_inverse=True) if len(order)
-                  else (np.zeros((2, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)))
-    names = [device_key(t, i, trace) for t, i in zip(*pairs.tolist())]
+    dev, first = factorize(dtype, did)
+    names = [device_key(t, i, trace) for t, i in zip(dtype[first].tolist(), did[first].tolist())]
     return Records(ts=m["ts"][order], bytes=m["bytes"][order], addr=m["addr"][order],
                    total_allocated=m["total_allocated"][order], total_reserved=m["total_reserved"][order],
-                   device=dev.reshape(-1).astype(np.int64), devices=names,
-                   op=_enclosing_op(trace, m, order))
+                   device=dev.reshape(-1).astype(np.int64), devices=names)
+
+
+@per_trace
+def record_ops(trace) -> np.ndarray:
+    """Per record (in memory_records order): the innermost operator row enclosing it on its
+    thread, -1 when none. Apart from the records because curves and peaks never need it."""
+    m = memory_table(trace)
+    return _enclosing_op(trace, m, np.lexsort((m["row"], m["ts"])))
 
 
 @per_trace
@@ -173,7 +178,7 @@ def _enclosing_op(trace, m, order: np.ndarray) -> np.ndarray:
     if not n_rec or not len(host):
         return out
     cols = ("pid", "tid")  # numbers only: old traces write an event's tid as text, a record's as int
-    group = group_ids(*(np.concatenate([ev[c][host], m[c][order]]) for c in cols))
+    group, _ = factorize(*(np.concatenate([ev[c][host], m[c][order]]) for c in cols))
     start = np.concatenate([ev["ts"][host], m["ts"][order]])
     neg_end = np.concatenate([-(ev["ts"][host] + np.maximum(ev["dur"][host], 0)), np.zeros(n_rec, dtype=np.int64)])
     is_rec = np.concatenate([np.zeros(len(host), dtype=bool), np.ones(n_rec, dtype=bool)])
@@ -392,9 +397,9 @@ def _events_frame(trace, rec: Records, alloc: np.ndarray, free: np.ndarray) -> p
     a, f = np.maximum(alloc, 0), np.maximum(free, 0)
     t_alloc, t_free = rec.ts[a], rec.ts[f]
     order = np.argsort(np.where(has_a, t_alloc, t_free), kind="stable")
-    op_row = np.where(has_a, rec.op[a], NO_ROW)
+    op_row = np.where(has_a, record_ops(trace)[a], NO_ROW)
     parent_row = np.where(op_row >= 0, memory_op_parent(trace)[np.maximum(op_row, 0)], NO_ROW)
-    free_row = np.where(has_f, rec.op[f], NO_ROW)
+    free_row = np.where(has_f, record_ops(trace)[f], NO_ROW)
     names = trace.events["name"]
     dev_names = np.asarray(rec.devices + [None], dtype=object)
 
@@ -441,10 +446,11 @@ def memory_stats(trace, device: str | None = None, start_ns: int | None = None,
     """
     rec = memory_records(trace)
     sel = _select(rec, device, start_ns, end_ns)
-    sel = sel[rec.op[sel] >= 0]
+    ops = record_ops(trace)
+    sel = sel[ops[sel] >= 0]
     if not len(sel):
         return pd.DataFrame(columns=STATS_COLUMNS)
-    op_rows, rec_idx, is_self = _op_chains(trace, rec.op[sel], sel)
+    op_rows, rec_idx, is_self = _op_chains(trace, ops[sel], sel)
     name = trace.events["name"][op_rows].astype(np.int64)
     # A record inside aten::div inside aten::div counts once for aten::div.
     first = np.unique(rec_idx * (len(trace.strings) + 1) + name, return_index=True)[1]
@@ -531,7 +537,7 @@ def memory_notes(trace) -> list[str]:
     if rebuilt:
         notes.append(f"no allocator totals on {', '.join(_sort_devices(rebuilt))} (PyTorch < 1.10?): the "
                      "allocated curve is the running sum of bytes, a lower bound; reserved is unknown")
-    unattributed = int((rec.op < 0).sum())
+    unattributed = int((record_ops(trace) < 0).sum())
     if unattributed:
         notes.append(f"{unattributed} of {len(rec)} memory records lie outside any operator on their thread "
                      "and count in no operator's statistics")

@@ -11,14 +11,6 @@ import numpy as np
 from tb_profiler import _native
 
 
-def group_ids(*keys: np.ndarray) -> np.ndarray:
-    """One dense int64 id per distinct combination of the key columns (e.g. pid, tid)."""
-    if len(keys) == 1:
-        return np.unique(keys[0], return_inverse=True)[1].astype(np.int64, copy=False)
-    _, inverse = np.unique(np.stack([np.asarray(k, dtype=np.int64) for k in keys]), axis=1, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64, copy=False)
-
-
 def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """For events in any order, the index of each one's innermost enclosing event in the same
     group (-1 for a root). Equal intervals nest in input order: the first one is the parent.

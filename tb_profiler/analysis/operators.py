@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth
@@ -212,11 +213,8 @@ def input_shapes(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(first row index per group, group index per row) for rows keyed by int columns."""
-    if len(keys) == 1:
-        _, first, inv = np.unique(keys[0], return_index=True, return_inverse=True)
-    else:
-        _, first, inv = np.unique(np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True)
-    return first, inv.reshape(-1)
+    inv, first = factorize(*keys)
+    return first, inv
 
 
 def _sums(inv: np.ndarray, m: int, **cols: np.ndarray) -> dict[str, np.ndarray]:

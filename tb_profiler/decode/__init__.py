@@ -54,7 +54,10 @@ def _excerpt(buf, offset: int) -> str:
 
 def _args_blob(buf, n: int):
     """buf[:n] without a copy: a bytearray is shrunk in place (giving its tail back to the
-    allocator), anything else (or a bytearray with live exports) is sliced by a memoryview."""
+    allocator), a numpy buffer is sliced (the decoder already gave the pages past the blob
+    back to the OS), anything else (or a bytearray with live exports) by a memoryview."""
+    if isinstance(buf, np.ndarray):
+        return buf[:n]
     if isinstance(buf, bytearray):
         try:
             del buf[n:]

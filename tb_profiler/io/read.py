@@ -12,6 +12,8 @@ import datetime as _dt
 import os
 import zlib
 
+import numpy as np
+
 from tb_profiler.errors import TraceFormatError
 
 try:  # python-isal inflates 2-3x faster than zlib; same API and error type family.
@@ -26,7 +28,7 @@ __all__ = ["read_trace_bytes", "stat_key", "is_url", "source_id"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _IN_CHUNK = 1 << 20   # compressed bytes fed per call
-_OUT_CHUNK = 16 << 20  # most inflated bytes produced per call
+_OUT_CHUNK = 1 << 20   # most inflated bytes per call: small enough to stay in cache before the copy
 
 
 def is_url(path_or_url: str | os.PathLike) -> bool:
@@ -49,8 +51,11 @@ def source_id(path_or_url: str | os.PathLike) -> str:
     return os.path.abspath(_local(path_or_url))
 
 
-def read_trace_bytes(path_or_url: str | os.PathLike) -> bytearray:
-    """The (gunzipped) bytes of a trace file, as a writable bytearray for the decoder.
+def read_trace_bytes(path_or_url: str | os.PathLike) -> np.ndarray:
+    """The (gunzipped) bytes of a trace file, as a writable uint8 array for the decoder.
+
+    Why not a bytearray: bytearray(n) zero-fills its memory, which for a big trace costs
+    as much as inflating it; np.empty leaves pages untouched until the data lands.
 
     Gzip is recognised by its magic bytes, not the file name.  Any failure (missing,
     unreadable, empty, corrupt or truncated gzip) raises TraceFormatError naming the file.
@@ -72,15 +77,20 @@ def read_trace_bytes(path_or_url: str | os.PathLike) -> bytearray:
         raise TraceFormatError(source, f"cannot read: {type(e).__name__}: {e}") from None
     if len(raw) == 0:
         raise TraceFormatError(source, "empty file")
-    if raw[:2] == _GZIP_MAGIC:
+    if bytes(raw[:2]) == _GZIP_MAGIC:
         raw = _gunzip(raw, source)
         if len(raw) == 0:
             raise TraceFormatError(source, "empty file (gzip holds no data)")
     return raw
 
 
-def _read_all(path_or_url: str | os.PathLike) -> bytearray:
-    """All bytes of the file, read into a bytearray of the file's size (one copy)."""
+def _alloc(n: int) -> np.ndarray:
+    """Writable, uninitialized bytes."""
+    return np.empty(n, dtype=np.uint8)
+
+
+def _read_all(path_or_url: str | os.PathLike) -> np.ndarray:
+    """All bytes of the file, read into a buffer of the file's size (one copy)."""
     if not is_url(path_or_url):
         with open(_local(path_or_url), "rb", buffering=0) as f:
             size = os.fstat(f.fileno()).st_size
@@ -95,12 +105,12 @@ def _read_all(path_or_url: str | os.PathLike) -> bytearray:
             except Exception:
                 size = None
         if size is None or not hasattr(f, "readinto"):
-            return bytearray(f.read())
+            return np.frombuffer(bytearray(f.read()), dtype=np.uint8)
         return _readinto_all(f, int(size))
 
 
-def _readinto_all(f, size: int) -> bytearray:
-    buf = bytearray(size)
+def _readinto_all(f, size: int) -> np.ndarray:
+    buf = _alloc(size)
     view = memoryview(buf)
     pos = 0
     while pos < size:
@@ -110,20 +120,17 @@ def _readinto_all(f, size: int) -> bytearray:
         pos += n
     view.release()
     if pos < size:  # shrank while reading
-        del buf[pos:]
-    else:  # grew while reading: take the rest too
-        rest = f.read()
-        if rest:
-            buf += rest
-    return buf
+        return buf[:pos]
+    rest = f.read()  # grew while reading: take the rest too
+    return np.concatenate([buf, np.frombuffer(rest, dtype=np.uint8)]) if rest else buf
 
 
-def _gunzip(comp: bytearray, source: str) -> bytearray:
+def _gunzip(comp: np.ndarray, source: str) -> np.ndarray:
     """Inflate all gzip members of comp into a bytearray sized from the ISIZE trailer."""
     # ISIZE is mod 2**32, the last member's only, and garbage in a damaged file: only a hint,
     # capped at 256x the compressed size (trace JSON deflates ~30x), grown if short.
     hint = int.from_bytes(comp[-4:], "little") if len(comp) >= 18 else 0
-    out = bytearray(min(hint, 256 * len(comp)))
+    out = _alloc(min(hint, 256 * len(comp)))
     pos = 0
     src = memoryview(comp)
     start = 0
@@ -136,7 +143,7 @@ def _gunzip(comp: bytearray, source: str) -> bytearray:
                 at += len(data)
                 while data:
                     piece = d.decompress(data, _OUT_CHUNK)
-                    pos = _put(out, pos, piece)
+                    out, pos = _put(out, pos, piece)
                     data = d.unconsumed_tail
             if not d.eof:
                 raise TraceFormatError(source, "truncated gzip stream", offset=pos)
@@ -150,18 +157,17 @@ def _gunzip(comp: bytearray, source: str) -> bytearray:
         raise TraceFormatError(source, f"corrupt gzip data ({e})", offset=pos) from None
     finally:
         src.release()
-    if pos < len(out):
-        del out[pos:]
-    return out
+    return out[:pos] if pos < len(out) else out
 
 
-def _put(out: bytearray, pos: int, piece: bytes) -> int:
+def _put(out: np.ndarray, pos: int, piece: bytes) -> tuple[np.ndarray, int]:
     end = pos + len(piece)
-    if end <= len(out):
-        out[pos:end] = piece
-    else:
-        out[pos:] = piece  # grows the buffer (only when the ISIZE hint was short)
-    return end
+    if end > len(out):  # the ISIZE hint was short: grow geometrically
+        bigger = _alloc(max(end, 2 * len(out)))
+        bigger[:pos] = out[:pos]
+        out = bigger
+    out[pos:end] = np.frombuffer(piece, dtype=np.uint8)
+    return out, end
 
 
 def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:
