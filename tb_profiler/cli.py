@@ -298,7 +298,7 @@ def _print_table(title: str, rows: list[dict], columns: Sequence[str]) -> None:
         return
     print(f"  {title}:")
     cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
-    headers = [c.removesuffix("_ns").replace("_", " ") for c in columns]
+    headers = [c.removesuffix("_ns").replace("_ns_", "_").replace("_", " ") for c in columns]
     widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
     widths[0] = min(widths[0], 60)
     print("    " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))))
@@ -310,8 +310,10 @@ def _print_table(title: str, rows: list[dict], columns: Sequence[str]) -> None:
 def _cell(column: str, value: Any) -> str:
     if value is None:
         return "-"
-    if column.endswith("_ns"):
+    if column.endswith("_ns") or "_ns_" in column:
         return _duration(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
     return str(value)
 
 

@@ -113,3 +113,56 @@ def test_runs_reports_skipped_files(tmp_path, cache_dir):
 def test_usage_error_exits_2(cache_dir):
     proc = run_cli("frobnicate", cache_dir=cache_dir)
     assert proc.returncode == 2
+
+
+V100_B = V100.parent / "worker0.1623143566756.pt.trace.json.gz"
+
+
+def test_summary_json_matches_the_api(cache_dir):
+    import tb_profiler
+
+    proc = run_cli("summary", str(V100), "--json", "--top", "5", cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)["traces"][0]
+    trace = tb_profiler.load(V100, cache=False)
+    ov = trace.overview()
+    assert doc["overview"]["summary"]["step_time_avg_ns"] == ov["summary"]["step_time_avg_ns"] == 177592167
+    assert [r["name"] for r in doc["operators"]] == trace.operators("name")["name"].head(5).tolist()
+    assert [r["calls"] for r in doc["kernels"]] == trace.kernels("name")["calls"].head(5).tolist()
+    assert {r["id"] for r in doc["overview"]["recommendations"]} >= {"dataloader", "amp"}
+
+
+def test_summary_text_shows_breakdown_devices_and_advice(cache_dir):
+    proc = run_cli("summary", str(V100), cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "average 177.592 ms" in out and "DataLoader 33.4%" in out
+    assert "GPU 0" in out and "utilization 55.5%" in out
+    assert "aten::cudnn_convolution_backward_weight" in out
+
+
+def test_summary_of_a_run_folder_adds_distributed(sample_logdir, cache_dir):
+    proc = run_cli("summary", str(sample_logdir / "ddp_gloo"), "--json", cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["traces"]) == 2
+    assert sorted(r["rank"] for r in doc["distributed"]["ranks"]) == [0, 1]
+    assert all(r["communication_ns"] > 0 for r in doc["distributed"]["ranks"])
+
+
+def test_diff_reports_step_time_change_and_gates_on_threshold(cache_dir):
+    proc = run_cli("diff", str(V100), str(V100_B), "--json", cache_dir=cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["summary"]["step_time_avg_ns_a"] == 177592167
+    assert doc["summary"]["step_time_avg_ns_b"] == 154911333
+    assert round(doc["slower_pct"], 2) == -12.77
+    # B -> A is 14.6% slower: a 5% gate fails with exit code 3, a 20% gate passes.
+    slower = run_cli("diff", str(V100_B), str(V100), "--fail-if-slower", "5", cache_dir=cache_dir)
+    assert slower.returncode == 3 and "14.6% slower" in slower.stderr
+    assert run_cli("diff", str(V100_B), str(V100), "--fail-if-slower", "20", cache_dir=cache_dir).returncode == 0
+
+
+def test_diff_with_a_missing_side_fails_cleanly(tmp_path, cache_dir):
+    proc = run_cli("diff", str(V100), str(tmp_path / "nope"), cache_dir=cache_dir)
+    assert proc.returncode == 1 and "no such file" in proc.stderr and "Traceback" not in proc.stderr

@@ -75,8 +75,8 @@ def _side_steps(traces: list) -> tuple[int, int]:
 
 def _summary(ta: list, tb: list) -> tuple[dict, int, int]:
     (na, dur_a), (nb, dur_b) = _side_steps(ta), _side_steps(tb)
-    avg_a = dur_a / na if na else None
-    avg_b = dur_b / nb if nb else None
+    avg_a = round(dur_a / na) if na else None  # whole ns, as overview's step_time_avg_ns
+    avg_b = round(dur_b / nb) if nb else None
     return {"traces_a": len(ta), "traces_b": len(tb), "num_steps_a": na, "num_steps_b": nb,
             "step_time_avg_ns_a": avg_a, "step_time_avg_ns_b": avg_b,
             "step_time_avg_ns_delta": (avg_b - avg_a) if avg_a is not None and avg_b is not None else None,
