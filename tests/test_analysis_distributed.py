@@ -8,16 +8,8 @@ import numpy as np
 import pytest
 
 import tb_profiler
-from tb_profiler.analysis.breakdown import merge_intervals
-from tb_profiler.analysis.distributed import (
-    COLLECTIVE_COLUMNS,
-    RANK_COLUMNS,
-    _intersect,
-    _per_group_subtract,
-    _subtract,
-    collectives,
-    distributed,
-)
+from tb_profiler.analysis.distributed import COLLECTIVE_COLUMNS, RANK_COLUMNS, collectives, distributed
+from tb_profiler.analysis.intervals import intersect, merge_intervals, per_group_subtract, subtract
 
 US = 1000  # the handmade traces are written in µs; results are ns
 
@@ -217,12 +209,12 @@ def test_interval_helpers():
     a = merge_intervals(np.array([0, 5, 20]), np.array([10, 8, 30]))
     b = merge_intervals(np.array([5, 25]), np.array([22, 40]))
     # a = [0,10) [20,30); b = [5,22) [25,40)
-    assert [x.tolist() for x in _intersect(a, b)] == [[5, 20, 25], [10, 22, 30]]
-    assert [x.tolist() for x in _subtract(a, b)] == [[0, 22], [5, 25]]
+    assert [x.tolist() for x in intersect(a, b)] == [[5, 20, 25], [10, 22, 30]]
+    assert [x.tolist() for x in subtract(a, b)] == [[0, 22], [5, 25]]
     # per thread: thread 0 [0,10) minus its own cut [2,4); thread 1 [3,6) is not cut by
     # thread 0's cut; epoch-sized timestamps must not overflow the per-thread shift
     big = 1_700_000_000_000_000_000
-    s, e = _per_group_subtract(np.array([0, 3]) + big, np.array([10, 6]) + big, np.array([0, 7]),
+    s, e = per_group_subtract(np.array([0, 3]) + big, np.array([10, 6]) + big, np.array([0, 7]),
                                np.array([2]) + big, np.array([4]) + big, np.array([0]))
     # [0,2) [4,10) on thread 0, [3,6) on thread 1: union [0,2) [3,10)
     assert [(s - big).tolist(), (e - big).tolist()] == [[0, 3], [2, 10]]

@@ -30,9 +30,10 @@ import re
 import numpy as np
 import pandas as pd
 
+from tb_profiler.analysis.communication import comm_calls, comm_kernels
+from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.steps import steps, valid_times
-from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
 from tb_profiler.trace.strings import map_string_ids
 
@@ -43,52 +44,8 @@ NS_COLUMNS = [c + "_ns" for c in CATEGORIES]
 PCT_COLUMNS = [c + "_pct" for c in CATEGORIES]
 
 _DATALOADER_RE = re.compile(r"enumerate\(DataLoader\w*\)#.*\.__next__\Z|enumerate\(DataPipe\)#")
-_COMM_HOST_RE = re.compile(r"(nccl|gloo|mpi|ucc|xccl|hccl|rccl):\w", re.IGNORECASE)
-_COMM_KERNEL_RE = re.compile(r"(nccl|rccl)", re.IGNORECASE)
 _STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
 _HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
-
-
-# -- interval arithmetic -------------------------------------------------------------------
-
-def merge_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [start, end) intervals as sorted disjoint ones (touching ones join).
-
-    A new piece begins where an interval starts after every earlier one has ended: the
-    running maximum of ends, shifted by one, tells that without a loop.
-    """
-    start = np.asarray(start, dtype=np.int64)
-    end = np.asarray(end, dtype=np.int64)
-    keep = end > start
-    start, end = start[keep], end[keep]
-    if not len(start):
-        return start, end
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], reach[last]
-
-
-def covered_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For merged intervals (ms, me): covered length in (-inf, t) for each t."""
-    t = np.asarray(t, dtype=np.int64)
-    if not len(ms):
-        return np.zeros(t.shape, dtype=np.int64)
-    cum = np.concatenate([[0], np.cumsum(me - ms)])
-    idx = np.searchsorted(ms, t, side="right") - 1
-    safe = np.maximum(idx, 0)
-    part = np.clip(t - ms[safe], 0, me[safe] - ms[safe])
-    return np.where(idx >= 0, cum[safe] + part, 0)
-
-
-def covered_in(ms: np.ndarray, me: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Covered length of merged intervals inside each window [lo, hi)."""
-    return covered_before(ms, me, hi) - covered_before(ms, me, lo)
 
 
 # -- which events are what --------------------------------------------------------------------
@@ -102,10 +59,9 @@ def category_masks(trace) -> dict[str, np.ndarray]:
     names = ev["name"]
     host = kind_mask(kinds, _HOST_KINDS) | _legacy_python(trace)
     is_dl = host & map_string_ids(names, trace.strings, lambda s: bool(_DATALOADER_RE.match(s)), bool, False)
-    comm_host = (host & map_string_ids(names, trace.strings, lambda s: bool(_COMM_HOST_RE.match(s)), bool, False)) \
-        | (kinds == Kind.COLLECTIVE_COMM)
+    comm_host = comm_calls(trace)
     kernel = kinds == Kind.KERNEL
-    comm_kernel = kernel & _comm_kernels(trace, comm_host)
+    comm_kernel = comm_kernels(trace)
     is_step = map_string_ids(names, trace.strings, lambda s: bool(_STEP_RE.match(s)), bool, False)
     return {
         "kernel": ok & kernel & ~comm_kernel,
@@ -122,15 +78,6 @@ def _legacy_python(trace) -> np.ndarray:
     """Events of the PyTorch 1.8 "Python" category (host work, unlike python_function)."""
     cats = trace.events["cat"]
     return map_string_ids(cats, trace.strings, lambda s: s.strip().lower() == "python", bool, False)
-
-
-def _comm_kernels(trace, comm_host: np.ndarray) -> np.ndarray:
-    """Kernels of collectives: nccl/rccl names, or the External id of a communication op."""
-    ev = trace.events
-    by_name = map_string_ids(ev["name"], trace.strings, lambda s: bool(_COMM_KERNEL_RE.match(s)), bool, False)
-    ext = ev["external_id"]
-    ids = np.unique(ext[comm_host & (ext != MISSING_INT)])
-    return by_name | (np.isin(ext, ids) & (ext != MISSING_INT) if len(ids) else False)
 
 
 @per_trace

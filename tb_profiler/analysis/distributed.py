@@ -23,15 +23,13 @@ Steps
     The step windows of ``steps(trace)`` (ProfilerStep#N stretched over the device work it
     launched; a trace without steps is one step, with a note).  Only time inside the
     windows is counted, and only collectives starting inside them are listed.
-Communication calls (host)
-    ``<backend>:<op>`` ranges (gloo:all_reduce, nccl:all_reduce, ...), ``c10d::*`` and
-    functional-collective dispatcher ops, ``record_param_comms``, anything carrying a
-    "Collective name" argument, and ``collective_comm`` events.  Nested calls form one
-    collective: the outermost call on its thread.  Gloo records each collective twice, the
-    ``c10d::allreduce_`` that enqueues it on the caller thread and the ``gloo:all_reduce``
-    range where a gloo worker thread runs it; when a trace has such backend ranges, the
-    collectives are the calls holding one, and enqueue-only calls are not collectives
-    (they still do not count as computation).
+Communication calls (host) and kernels
+    As tb_profiler.analysis.communication defines them (shared with the step breakdown).
+    Nested calls form one collective: the outermost call on its thread.  Gloo records
+    each collective twice, the ``c10d::allreduce_`` that enqueues it on the caller thread
+    and the ``gloo:all_reduce`` range where a gloo worker thread runs it; when a trace has
+    such backend ranges, the collectives are the calls holding one, and enqueue-only calls
+    are not collectives (they still do not count as computation).
 One collective
     On the device: the communication kernels launched inside one outermost host
     collective (usually one kernel); a kernel whose launch is not in the trace is a
@@ -59,13 +57,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.breakdown import covered_in, merge_intervals
+from tb_profiler.analysis.communication import BACKEND_RE, comm_calls, comm_kernels, name_flags
+from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals, per_group_subtract
 from tb_profiler.analysis.links import NO_ROW, launch, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.keys import factorize
@@ -79,10 +77,6 @@ __all__ = ["COLLECTIVE_COLUMNS", "DTYPE_BYTES", "RANK_COLUMNS", "STEP_COLUMNS", 
            "comm_kernels", "distributed"]
 
 # Communication backends whose record_function ranges are named "<backend>:<op>".
-COMM_BACKENDS = ("nccl", "gloo", "ucc", "mpi", "xccl", "hccl", "rccl", "cncl", "mccl")
-_BACKEND_RE = re.compile(rf"(?:{'|'.join(COMM_BACKENDS)}):(?!:)", re.IGNORECASE)
-_DISPATCH_PREFIXES = ("c10d::", "c10d_functional::", "_c10d_functional::")
-_HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.COLLECTIVE_COMM)
 
 # Element sizes, by the spellings traces use: record_param_comms "dtype" (ScalarType
 # names) and "Input type" (C++ type names).
@@ -110,80 +104,7 @@ _RECORD_COLUMNS = ["row", "name", "pg_name", "start", "end", "bytes"]
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 
 
-# -- interval arithmetic: half-open [s, e) int64 ns; breakdown's merge_intervals (union)
-# and covered_in (length inside windows), plus intersection and difference ---------------
-
-def _combine(a: tuple, b: tuple, keep) -> tuple[np.ndarray, np.ndarray]:
-    """Set operation on two interval sets (each from merge_intervals): keep(in_a, in_b) -> bool
-    arrays says which elementary pieces to keep (& intersection, a & ~b difference)."""
-    pts = np.concatenate([a[0], a[1], b[0], b[1]])
-    if not len(pts):
-        return _EMPTY_I, _EMPTY_I
-    na, nb = len(a[0]), len(b[0])
-    da = np.concatenate([np.ones(na), -np.ones(na), np.zeros(2 * nb)]).astype(np.int64)
-    db = np.concatenate([np.zeros(2 * na), np.ones(nb), -np.ones(nb)]).astype(np.int64)
-    u, inv = np.unique(pts, return_inverse=True)
-    ca = np.cumsum(np.bincount(inv, weights=da, minlength=len(u)))[:-1] > 0
-    cb = np.cumsum(np.bincount(inv, weights=db, minlength=len(u)))[:-1] > 0
-    piece = keep(ca, cb)
-    return merge_intervals(u[:-1][piece], u[1:][piece])
-
-
-def _intersect(a, b):
-    return _combine(a, b, lambda x, y: x & y)
-
-
-def _subtract(a, b):
-    return _combine(a, b, lambda x, y: x & ~y)
-
-
-def _per_group_subtract(s, e, group, cut_s, cut_e, cut_group) -> tuple[np.ndarray, np.ndarray]:
-    """union(s,e) minus union(cut) within each group (thread), then the union over groups.
-
-    Why the shift: placing each group on its own stretch of the axis turns "per thread"
-    set arithmetic into one global sweep instead of a loop over threads.  The sweep runs
-    on the ranks of the distinct time points (only their order matters), so the shifted
-    values stay small whatever the timestamps are."""
-    if not len(s):
-        return _EMPTY_I, _EMPTY_I
-    pts, inv = np.unique(np.concatenate([s, e, cut_s, cut_e]), return_inverse=True)
-    n, m, width = len(s), len(cut_s), len(pts)
-    rs, re_, rcs, rce = np.split(inv.reshape(-1).astype(np.int64), [n, 2 * n, 2 * n + m])
-    a = merge_intervals(rs + group * width, re_ + group * width)
-    b = merge_intervals(rcs + cut_group * width, rce + cut_group * width)
-    ds, de = _subtract(a, b)
-    g = ds // width
-    return merge_intervals(pts[ds - g * width], pts[de - g * width])
-
-
 # -- per-trace facts -------------------------------------------------------------------
-
-def _flags(trace, fn) -> np.ndarray:
-    """fn(name) for every event, evaluated once per distinct name."""
-    return map_string_ids(trace.events["name"], trace.strings, fn, bool, False)
-
-
-def _is_comm_name(name: str) -> bool:
-    return (name == "record_param_comms" or name.startswith(_DISPATCH_PREFIXES)
-            or _BACKEND_RE.match(name) is not None)
-
-
-@per_trace
-def comm_calls(trace) -> np.ndarray:
-    """Mask of host events that are communication calls (see the module docstring)."""
-    ev = trace.events
-    host = kind_mask(ev["kind"], _HOST_KINDS)
-    named = _flags(trace, _is_comm_name)
-    comm = named | (ev["collective_name"] >= 0) | (ev["kind"] == Kind.COLLECTIVE_COMM)
-    return host & comm & valid_times(trace)
-
-
-@per_trace
-def comm_kernels(trace) -> np.ndarray:
-    """Mask of communication kernels: "nccl" in the kernel name (NCCL and RCCL)."""
-    ev = trace.events
-    return (ev["kind"] == Kind.KERNEL) & _flags(trace, lambda n: "nccl" in n.lower()) & valid_times(trace)
-
 
 @per_trace
 def _comm_roots(trace) -> np.ndarray:
@@ -297,7 +218,7 @@ def _host_records(trace) -> pd.DataFrame:
     ev = trace.events
     roots = _comm_roots(trace)
     rows = np.flatnonzero(np.arange(len(roots)) == roots)
-    backend = np.flatnonzero((roots >= 0) & _flags(trace, lambda n: _BACKEND_RE.match(n) is not None))
+    backend = np.flatnonzero((roots >= 0) & name_flags(trace, lambda n: BACKEND_RE.match(n) is not None))
     if len(backend):
         holds = np.zeros(len(roots), dtype=bool)
         holds[roots[backend]] = True
@@ -329,7 +250,7 @@ def _busy(trace) -> dict:
         ops = np.flatnonzero(ops)
         cuts = np.flatnonzero(comm_calls(trace))
         g, _ = factorize(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
-        comp = _per_group_subtract(*_ends(ev, ops), g[ops], *_ends(ev, cuts), g[cuts])
+        comp = per_group_subtract(*_ends(ev, ops), g[ops], *_ends(ev, cuts), g[cuts])
         source = "host"
     if comm_kernels(trace).any():
         comm = merge_intervals(*_ends(ev, np.flatnonzero(comm_kernels(trace))))
@@ -421,8 +342,8 @@ def _rank_rows(rank, worker, trace, recs: pd.DataFrame) -> tuple[pd.DataFrame, l
     num, lo, hi, notes = _step_windows(trace)
     busy = _busy(trace)
     comp, comm = busy["computation"], busy["communication"]
-    wait_iv = _intersect(merge_intervals(recs["start"].to_numpy(), (recs["start"] + recs["wait"]).to_numpy()), comm)
-    m = {k: covered_in(*iv, lo, hi) for k, iv in (("comp", comp), ("comm", comm), ("overlap", _intersect(comp, comm)),
+    wait_iv = intersect(merge_intervals(recs["start"].to_numpy(), (recs["start"] + recs["wait"]).to_numpy()), comm)
+    m = {k: covered_in(*iv, lo, hi) for k, iv in (("comp", comp), ("comm", comm), ("overlap", intersect(comp, comm)),
                                                  ("wait", wait_iv))}
     step = hi - lo
     df = pd.DataFrame({"rank": rank, "worker": worker, "step": num, "step_ns": step,
@@ -478,7 +399,7 @@ def _guess_backend(trace) -> str | None:
     if comm_kernels(trace).any():
         return "nccl"
     names = collectives(trace)["name"]
-    found = names[names.str.match(_BACKEND_RE)]
+    found = names[names.str.match(BACKEND_RE)]
     return found.iloc[0].split(":", 1)[0].lower() if len(found) else None
 
 

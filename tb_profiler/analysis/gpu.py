@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.breakdown import covered_in, merge_intervals
+from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.links import host_parent, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.steps import steps, valid_times

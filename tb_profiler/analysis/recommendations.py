@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from tb_profiler.analysis import breakdown as bd
-from tb_profiler.analysis.breakdown import covered_in, merge_intervals
+from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.gpu import (
     device_summary,
     kernel_tc_share,

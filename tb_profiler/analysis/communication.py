@@ -1,0 +1,58 @@
+"""What counts as communication: one definition for the step breakdown and the
+distributed view, so the two never disagree about the same trace.
+
+Host calls: ``<backend>:<op>`` ranges (gloo:all_reduce, nccl:all_reduce, ...), ``c10d::*``
+and functional-collective dispatcher ops, ``record_param_comms``, anything carrying a
+"Collective name" argument, and ``collective_comm`` events.
+Kernels: NCCL/RCCL kernels by name, and kernels launched under a communication call
+(same External id), which catches collectives whose kernel names do not say so.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.steps import valid_times
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.strings import map_string_ids
+
+COMM_BACKENDS = ("nccl", "gloo", "ucc", "mpi", "xccl", "hccl", "rccl", "cncl", "mccl")
+BACKEND_RE = re.compile(rf"(?:{'|'.join(COMM_BACKENDS)}):(?!:)", re.IGNORECASE)
+_DISPATCH_PREFIXES = ("c10d::", "c10d_functional::", "_c10d_functional::")
+_KERNEL_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
+_HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.COLLECTIVE_COMM)
+
+
+def name_flags(trace, fn) -> np.ndarray:
+    """fn(name) for every event, evaluated once per distinct name."""
+    return map_string_ids(trace.events["name"], trace.strings, fn, bool, False)
+
+
+def is_comm_name(name: str) -> bool:
+    return (name == "record_param_comms" or name.startswith(_DISPATCH_PREFIXES)
+            or BACKEND_RE.match(name) is not None)
+
+
+@per_trace
+def comm_calls(trace) -> np.ndarray:
+    """Mask of host events that are communication calls."""
+    ev = trace.events
+    host = kind_mask(ev["kind"], _HOST_KINDS)
+    comm = name_flags(trace, is_comm_name) | (ev["collective_name"] >= 0) | (ev["kind"] == Kind.COLLECTIVE_COMM)
+    return host & comm & valid_times(trace)
+
+
+@per_trace
+def comm_kernels(trace) -> np.ndarray:
+    """Mask of communication kernels: NCCL/RCCL by name, or sharing a communication call's
+    External id."""
+    ev = trace.events
+    kernel = (ev["kind"] == Kind.KERNEL) & valid_times(trace)
+    by_name = name_flags(trace, lambda n: _KERNEL_RE.search(n) is not None)
+    ext = ev["external_id"]
+    ids = np.unique(ext[comm_calls(trace) & (ext != MISSING_INT)])
+    by_call = np.isin(ext, ids) & (ext != MISSING_INT) if len(ids) else np.zeros(len(ext), dtype=bool)
+    return kernel & (by_name | by_call)
