@@ -30,7 +30,7 @@ import pandas as pd
 
 from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.nesting import depth as nesting_depth
+from tb_profiler.analysis.nesting import depth as nesting_depth, subtree_sum
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind, kind_mask
 from tb_profiler.trace.strings import map_string_ids
@@ -198,15 +198,6 @@ def _device_self(trace, rows: np.ndarray, is_module: np.ndarray) -> np.ndarray:
     return out
 
 
-def _subtree_sum(values: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Each call's value plus all its descendants', deepest level first."""
-    total = values.astype(np.int64).copy()
-    for d in range(int(depth.max()) if len(depth) else 0, 0, -1):
-        at = np.flatnonzero(depth == d)
-        np.add.at(total, parent[at], total[at])
-    return total
-
-
 def _operators(trace, rows: np.ndarray, is_module: np.ndarray) -> np.ndarray:
     """Operators called directly by each module call (not inside another op or child module)."""
     ev = trace.events
@@ -237,7 +228,7 @@ def module_calls(trace) -> ModuleCalls:
         source=source, rows=rows, parent=parent,
         node=_node_ids(parent, depth, ev["name"][rows].astype(np.int64), module_id),
         name=name, module_type=kind, module_id=module_id,
-        host_total=dur, host_self=host_self, device_total=_subtree_sum(device_self, parent, depth),
+        host_total=dur, host_self=host_self, device_total=subtree_sum(device_self, parent, depth),
         device_self=device_self, operators=_operators(trace, rows, is_module), notes=notes + more)
 
 

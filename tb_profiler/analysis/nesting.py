@@ -46,3 +46,18 @@ def depth(parent: np.ndarray) -> np.ndarray:
         anc[live] = anc[j]
         live = live[anc[live] >= 0]
     return dist
+
+
+def subtree_sum(values: np.ndarray, parent: np.ndarray, level: np.ndarray | None = None) -> np.ndarray:
+    """Each node's value plus all its descendants' (parent indexes the same arrays, -1 at a
+    root): one vectorized add per nesting level, deepest first."""
+    total = np.asarray(values).astype(np.int64, copy=True)
+    if not len(total):
+        return total
+    level = depth(parent) if level is None else level
+    order = np.argsort(-level, kind="stable")
+    for chunk in np.split(order, np.flatnonzero(np.diff(level[order])) + 1):
+        chunk = chunk[parent[chunk] >= 0]
+        if len(chunk):
+            np.add.at(total, parent[chunk], total[chunk])
+    return total

@@ -30,7 +30,7 @@ import numpy as np
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.nesting import depth
+from tb_profiler.analysis.nesting import subtree_sum
 from tb_profiler.analysis.stacks import op_stacks
 from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible, uses_tensor_cores
 from tb_profiler.decode.schema import MISSING_INT
@@ -117,13 +117,7 @@ def _subtree_sum(values: np.ndarray, parent: np.ndarray, rows: np.ndarray) -> np
     index = np.full(len(parent), -1, np.int64)  # event row -> member index
     index[rows] = np.arange(len(rows))
     lp = np.where(parent[rows] >= 0, index[np.maximum(parent[rows], 0)], -1)
-    level = depth(lp)
-    order = np.argsort(-level, kind="stable")
-    bounds = np.flatnonzero(np.diff(level[order])) + 1
-    for chunk in np.split(order, bounds):
-        chunk = chunk[lp[chunk] >= 0]
-        if len(chunk):
-            np.add.at(total, rows[lp[chunk]], total[rows[chunk]])
+    total[rows] = subtree_sum(total[rows], lp)
     return total
 
 
