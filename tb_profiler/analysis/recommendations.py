@@ -18,14 +18,15 @@ import re
 import numpy as np
 
 from tb_profiler.analysis import breakdown as bd
-from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.gpu import (
     device_summary,
     kernel_tc_share,
     tc_eligible_kernel_share,
 )
+from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.links import launch
 from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.memory import memory_peaks
 from tb_profiler.analysis.steps import DEVICE_WORK, step_of, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
@@ -208,10 +209,6 @@ def amp_rule(trace):
 
 
 def memory_rule(trace):
-    try:
-        from tb_profiler.analysis.memory import memory_peaks
-    except ImportError:  # the memory analysis is optional here
-        return None
     peaks = memory_peaks(trace)
     if peaks.empty:
         return None
