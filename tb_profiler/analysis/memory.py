@@ -386,6 +386,14 @@ def _event_filter(rec: Records, alloc, free, device, start_ns, end_ns) -> np.nda
     return keep
 
 
+def _take(values: np.ndarray, rows: np.ndarray, missing: int) -> np.ndarray:
+    """values[rows] where rows >= 0, ``missing`` elsewhere (values may be empty)."""
+    out = np.full(len(rows), missing, dtype=np.int64)
+    ok = rows >= 0
+    out[ok] = values[rows[ok]]
+    return out
+
+
 def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.where(valid, values, 0).astype(np.int64), ~valid)
 
@@ -398,13 +406,13 @@ def _events_frame(trace, rec: Records, alloc: np.ndarray, free: np.ndarray) -> p
     t_alloc, t_free = rec.ts[a], rec.ts[f]
     order = np.argsort(np.where(has_a, t_alloc, t_free), kind="stable")
     op_row = np.where(has_a, record_ops(trace)[a], NO_ROW)
-    parent_row = np.where(op_row >= 0, memory_op_parent(trace)[np.maximum(op_row, 0)], NO_ROW)
+    parent_row = _take(memory_op_parent(trace), op_row, NO_ROW)
     free_row = np.where(has_f, record_ops(trace)[f], NO_ROW)
     names = trace.events["name"]
     dev_names = np.asarray(rec.devices + [None], dtype=object)
 
     def name_of(rows):  # object dtype keeps None for "no operator" (pandas would make it NaN)
-        return pd.Series(trace.str(np.where(rows >= 0, names[np.maximum(rows, 0)], -1)), dtype=object)
+        return pd.Series(trace.str(_take(names, rows, -1)), dtype=object)
 
     df = pd.DataFrame({
         "device": dev_names[rec.device[either]] if len(either) else np.zeros(0, dtype=object),
