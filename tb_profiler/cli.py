@@ -61,6 +61,16 @@ def _parser() -> argparse.ArgumentParser:
                       help="exit with code 3 when B's average step is more than PCT%% slower than A's")
     diff.add_argument("--json", action="store_true", help="print JSON")
     diff.set_defaults(func=cmd_diff)
+
+    serve = sub.add_parser("serve", help="serve the profiler UI and its JSON API for a logdir, without TensorBoard")
+    serve.add_argument("logdir", help="a folder or fsspec URL holding runs of *.pt.trace.json[.gz] files")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=6006, help="port (default 6006; 0 picks a free one)")
+    serve.add_argument("--memory-mb", type=int, help="memory for parsed traces, LRU (default $TB_PROFILER_MEMORY_MB or 2048)")
+    serve.add_argument("--reload-interval", type=float, help="seconds between logdir scans (default $TB_PROFILER_RELOAD_S or 5)")
+    serve.add_argument("--threads", type=int, help="loader and analysis threads (default $TB_PROFILER_THREADS or 2)")
+    serve.add_argument("--cache-dir", help="cache folder (default: $TB_PROFILER_CACHE_DIR or ~/.cache/tb_profiler)")
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 
@@ -222,6 +232,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     doc: dict = {"traces": docs}
     if len(traces) > 1:
         from tb_profiler.analysis.distributed import distributed
+        from tb_profiler.analysis.jsonable import to_jsonable
 
         doc["distributed"] = to_jsonable(distributed(traces))
     if args.json:
@@ -251,6 +262,7 @@ def _traces_of(path: str, worker: str | None = None, span: int | None = None) ->
 
 def trace_summary(trace: Any, top: int) -> dict:
     """Overview plus the heaviest operators and kernels of one trace, as JSON data."""
+    from tb_profiler.analysis.jsonable import to_jsonable
     from tb_profiler.analysis.overview import overview
 
     ops = trace.operators("name")
@@ -324,6 +336,7 @@ def _pct(value: Any) -> str:
 # -- diff -----------------------------------------------------------------------------
 def cmd_diff(args: argparse.Namespace) -> int:
     from tb_profiler.analysis.diff import diff
+    from tb_profiler.analysis.jsonable import to_jsonable
 
     try:
         a = _traces_of(args.baseline, span=args.span)
@@ -369,6 +382,28 @@ def _print_diff(doc: dict, top: int) -> None:
         _print_table(f"{key} with the largest change ({delta})", rows, cols)
 
 
+# -- serve ----------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from tb_profiler.io.read import is_url
+    from tb_profiler.plugin.serve import serve
+
+    if not is_url(args.logdir) and not os.path.isdir(args.logdir):
+        _error(f"{args.logdir}: no such folder")
+        return EXIT_BAD_INPUT
+    if not 0 <= args.port <= 65535:
+        _error(f"--port {args.port}: not a port number")
+        return EXIT_USAGE
+    try:
+        serve(args.logdir, host=args.host, port=args.port, memory_mb=args.memory_mb,
+              reload_s=args.reload_interval, threads=args.threads, cache_dir=args.cache_dir)
+    except OSError as exc:  # port in use, address not available
+        _error(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}")
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
 # -- output helpers -------------------------------------------------------------------
 def _size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
@@ -383,30 +418,6 @@ def _duration(ns: float) -> str:
         if abs(ns) >= scale:
             return f"{ns / scale:.3f} {unit}"
     return f"{ns:.0f} ns"
-
-
-def to_jsonable(value: Any) -> Any:
-    """DataFrames to lists of records, numpy scalars to Python, NaN to None, recursively."""
-    import math
-
-    import numpy as np
-    import pandas as pd
-
-    if isinstance(value, pd.DataFrame):
-        return [to_jsonable(r) for r in value.to_dict("records")]
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [to_jsonable(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
 
 
 def _print_json(doc: Any) -> None:

@@ -1,0 +1,572 @@
+"""The WSGI app behind every route of docs/api.md, for TensorBoard and for ``serve``.
+
+Request threads only validate parameters, look names up, wait (bounded) for loads and
+hand the work to a small thread pool; answers are cached as encoded JSON keyed by the
+route, its parameters and the identity (path, size, mtime) of the files used. Any
+problem becomes ``{"error": ...}`` with 400/404 (500 for a bug), never a traceback, and
+every response carries the Content-Security-Policy.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+import threading
+import zlib
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Callable
+
+from werkzeug.wrappers import Request, Response
+
+from tb_profiler.plugin import ROUTE_PREFIX, static, views
+from tb_profiler.plugin.state import FAILED, FileEntry, LoadFailed, ProfilerState
+
+logger = logging.getLogger("tb_profiler.plugin")
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+       "font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; object-src 'none'; "
+       "base-uri 'self'; form-action 'self'")
+SECURITY_HEADERS = (("Content-Security-Policy", CSP), ("X-Content-Type-Options", "nosniff"),
+                    ("Referrer-Policy", "same-origin"))
+
+LOAD_WAIT_S = 5.0        # how long a request waits for a trace before answering 202
+COMPUTE_WAIT_S = 60.0    # ... and for an analysis
+RETRY_AFTER_MS = 500
+MAX_TEXT = 4096          # longest accepted text parameter
+_INT_RE = re.compile(r"^-?\d{1,19}$")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Loading(Exception):
+    """The traces a request needs are not in memory yet (HTTP 202)."""
+
+    def __init__(self, body: dict):
+        super().__init__("loading")
+        self.body = body
+
+
+# -- parameters ---------------------------------------------------------------------------
+class Params:
+    """Strict accessors over the query string: bounded text, decimal integers in range."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def text(self, name: str, required: bool = False, max_len: int = MAX_TEXT) -> str | None:
+        values = self.args.getlist(name)
+        if not values:
+            if required:
+                raise ApiError(400, f"missing query parameter '{name}'")
+            return None
+        if len(values) > 1:
+            raise ApiError(400, f"query parameter '{name}' given {len(values)} times")
+        value = values[0]
+        if len(value) > max_len:
+            raise ApiError(400, f"query parameter '{name}' is longer than {max_len} characters")
+        if "\x00" in value:
+            raise ApiError(400, f"query parameter '{name}' holds a NUL character")
+        return value
+
+    def integer(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
+        raw = self.text(name, max_len=24)
+        if raw is None or raw == "":
+            return default
+        raw = raw.strip()
+        if not _INT_RE.match(raw):
+            raise ApiError(400, f"query parameter '{name}' must be a decimal integer, not {raw[:40]!r}")
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise ApiError(400, f"query parameter '{name}' must be between {lo} and {hi}, not {value}")
+        return value
+
+    def choice(self, name: str, choices, default: str) -> str:
+        raw = self.text(name, max_len=64)
+        if raw is None or raw == "":
+            return default
+        if raw not in choices:
+            raise ApiError(400, f"query parameter '{name}' must be one of {', '.join(choices)}, not {raw[:40]!r}")
+        return raw
+
+
+# -- encoded-response cache ----------------------------------------------------------------
+class ResponseCache:
+    """LRU of encoded JSON bodies, capped by bytes."""
+
+    def __init__(self, cap_bytes: int):
+        self.cap = cap_bytes
+        self._items: "OrderedDict[Any, bytes]" = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key) -> bytes | None:
+        with self._lock:
+            body = self._items.get(key)
+            if body is not None:
+                self._items.move_to_end(key)
+            return body
+
+    def put(self, key, body: bytes) -> None:
+        if len(body) > self.cap // 4:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old)
+            self._items[key] = body
+            self._bytes += len(body)
+            while self._bytes > self.cap and self._items:
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= len(dropped)
+
+
+def _encode(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+class ProfilerApp:
+    """WSGI app for the routes under ROUTE_PREFIX (and, standalone, ``/``)."""
+
+    def __init__(self, state: ProfilerState, *, standalone: bool = False):
+        self.state = state
+        self.standalone = standalone
+        self.pool = ThreadPoolExecutor(max_workers=max(2, state.threads), thread_name_prefix="tb_profiler-api")
+        self.responses = ResponseCache(max(16 << 20, min(256 << 20, state.memory_bytes // 4)))
+        self._inflight: dict[Any, Future] = {}
+        self._inflight_lock = threading.Lock()
+        self.routes: dict[str, Callable[[Request], Response]] = {
+            "runs": self.r_runs, "status": self.r_status, "skipped": self.r_skipped,
+            "views": self.r_views, "workers": self.r_workers, "spans": self.r_spans,
+            "overview": self.r_overview,
+            "operation": self.r_operation, "operation/table": self.r_operation_table,
+            "operation/stack": self.r_operation_stack,
+            "kernel": self.r_kernel, "kernel/table": self.r_kernel_table, "kernel/tc_pie": self.r_kernel_tc,
+            "memory": self.r_memory, "memory_curve": self.r_memory_curve, "memory_events": self.r_memory_events,
+            "module": self.r_module, "tree": self.r_tree,
+            "trace": self.r_trace, "trace/event": self.r_trace_event, "trace/raw": self.r_trace_raw,
+            "distributed/gpuinfo": self.r_dist_gpuinfo, "distributed/overlap": self.r_dist_overlap,
+            "distributed/waittime": self.r_dist_wait, "distributed/commops": self.r_dist_commops,
+            "diff": self.r_diff, "diffnode": self.r_diffnode,
+        }
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- WSGI ---------------------------------------------------------------------------------
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        try:
+            response = self.dispatch(request)
+        except ApiError as exc:
+            response = self.error(exc.status, exc.message)
+        except Loading as exc:
+            response = self.json(exc.body, status=202)
+        except Exception as exc:  # a bug: log it, answer without a traceback
+            logger.exception("tb_profiler: %s failed", request.path)
+            response = self.error(500, f"internal error: {type(exc).__name__}: {str(exc)[:500]}")
+        for name, value in SECURITY_HEADERS:
+            response.headers[name] = value
+        return response(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            raise ApiError(405, f"method {request.method} not allowed")
+        path = request.path
+        at = path.find(ROUTE_PREFIX)
+        if at < 0:
+            if self.standalone and path in ("/", "/index.html"):
+                return self.text(static.standalone_page(static.bundle_built()), "text/html",
+                                 status=200 if static.bundle_built() else 503)
+            raise ApiError(404, "not found")
+        route = path[at + len(ROUTE_PREFIX):]
+        handler = self.routes.get(route)
+        if handler is not None:
+            return handler(request)
+        return self.r_static(request, route)
+
+    # -- responses ---------------------------------------------------------------------------
+    def json(self, data: Any, status: int = 200, request: Request | None = None) -> Response:
+        return self.body(_encode(data), status=status, request=request)
+
+    def body(self, body: bytes, status: int = 200, request: Request | None = None) -> Response:
+        headers = {"Cache-Control": "no-store"}
+        if request is not None and len(body) > 4096 and "gzip" in request.headers.get("Accept-Encoding", ""):
+            body = gzip.compress(body, compresslevel=1)
+            headers["Content-Encoding"] = "gzip"
+            headers["Vary"] = "Accept-Encoding"
+        return Response(body, status=status, headers=headers, content_type="application/json")
+
+    def error(self, status: int, message: str) -> Response:
+        return self.json({"error": message}, status=status)
+
+    def text(self, text: str, content_type: str, status: int = 200) -> Response:
+        return Response(text.encode("utf-8"), status=status, content_type=f"{content_type}; charset=utf-8",
+                        headers={"Cache-Control": "no-store"})
+
+    # -- lookups -------------------------------------------------------------------------------
+    def _run_entries(self, run: str) -> list[FileEntry]:
+        entries = self.state.run_entries(run)
+        if not entries:
+            if not self.state.wait_scanned(0) and self.state.wait_scanned(LOAD_WAIT_S):
+                entries = self.state.run_entries(run)
+            if not entries:
+                raise ApiError(404, f"no run named {run[:200]!r}")
+        return entries
+
+    def _run(self, p: Params) -> tuple[str, list[FileEntry]]:
+        run = p.text("run", required=True)
+        return run, self._run_entries(run)
+
+    @staticmethod
+    def _usable(entries: list[FileEntry]) -> list[FileEntry]:
+        return [e for e in entries if e.state != FAILED]
+
+    def _workers(self, entries: list[FileEntry]) -> list[str]:
+        return sorted({e.worker for e in self._usable(entries)})
+
+    def _entry(self, p: Params, prefix: str = "") -> FileEntry:
+        """The file that run/worker/span (exp_run/... with prefix "exp_") name."""
+        run = p.text(prefix + "run", required=True)
+        entries = self._run_entries(run)
+        worker = p.text(prefix + "worker")
+        if worker in (None, "", "All"):
+            workers = self._workers(entries) or sorted({e.worker for e in entries})
+            worker = workers[0]
+        mine = [e for e in entries if e.worker == worker]
+        if not mine:
+            raise ApiError(404, f"run {run[:200]!r} has no worker {worker[:200]!r}")
+        span = p.integer(prefix + "span", None, 1, 1_000_000)
+        if span is None:
+            usable = self._usable(mine)
+            entry = max(usable or mine, key=lambda e: e.index)
+        else:
+            entry = next((e for e in mine if e.index == span), None)
+            if entry is None:
+                raise ApiError(404, f"worker {worker[:200]!r} of run {run[:200]!r} has no span {span}")
+        if entry.state == FAILED:
+            raise ApiError(404, entry.error or f"{entry.rel}: could not be read")
+        return entry
+
+    def _span_entries(self, p: Params, prefix: str = "") -> tuple[list[FileEntry], list[str]]:
+        """Every worker's file of one span (default: each worker's latest)."""
+        run = p.text(prefix + "run", required=True)
+        entries = self._run_entries(run)
+        span = p.integer(prefix + "span", None, 1, 1_000_000)
+        out = []
+        for worker in self._workers(entries):
+            mine = [e for e in self._usable(entries) if e.worker == worker]
+            pick = max(mine, key=lambda e: e.index) if span is None else next(
+                (e for e in mine if e.index == span), None)
+            if pick is not None:
+                out.append(pick)
+        if not out:
+            raise ApiError(404, f"run {run[:200]!r} has no readable trace" +
+                           (f" for span {span}" if span is not None else ""))
+        return out, [e.worker for e in out]
+
+    def _side(self, p: Params, prefix: str) -> list[FileEntry]:
+        worker = p.text(prefix + "worker")
+        if worker in (None, "", "All"):
+            return self._span_entries(p, prefix)[0]
+        return [self._entry(p, prefix)]
+
+    # -- the compute path -----------------------------------------------------------------------
+    def compute(self, request: Request, entries: list[FileEntry], fn: Callable[[list], Any],
+                key_extra: tuple = ()) -> Response:
+        """fn(traces) on the pool, through the response cache, after the traces are loaded."""
+        key = (request.path.rsplit(ROUTE_PREFIX, 1)[-1], tuple(sorted(request.args.items(multi=True))),
+               tuple(e.key for e in entries), key_extra)
+        cached = self.responses.get(key)
+        if cached is not None:
+            return self.body(cached, request=request)
+        self._await_loaded(entries)
+        with self._inflight_lock:
+            fut = self._inflight.get(key)
+            if fut is None:
+                fut = self.pool.submit(self._run_compute, key, entries, fn)
+                self._inflight[key] = fut
+        try:
+            body = fut.result(timeout=COMPUTE_WAIT_S)
+        except FutureTimeout:
+            raise Loading({"loading": True, "computing": True, "retry_after_ms": 2000}) from None
+        return self.body(body, request=request)
+
+    def _run_compute(self, key, entries: list[FileEntry], fn) -> bytes:
+        try:
+            traces = [self.state.trace(e) for e in entries]
+            body = _encode(fn(traces))
+            self.responses.put(key, body)
+            return body
+        except LoadFailed as exc:
+            raise ApiError(404, str(exc)) from None
+        except views.NotFound as exc:
+            raise ApiError(404, str(exc)) from None
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(key, None)
+
+    def _await_loaded(self, entries: list[FileEntry]) -> None:
+        if all(self.state.resident(e) for e in entries):
+            return
+        self.state.wait_loaded(entries, LOAD_WAIT_S)
+        failed = [e for e in entries if e.state == FAILED]
+        if failed:
+            raise ApiError(404, failed[0].error or f"{failed[0].rel}: could not be read")
+        if not all(self.state.resident(e) for e in entries):
+            done, total = self.state.progress(entries)
+            run_done, run_total = self.state.progress(self.state.run_entries(entries[0].run))
+            raise Loading({"loading": True, "run": entries[0].run, "loaded_bytes": done, "total_bytes": total,
+                           "run_loaded_bytes": run_done, "run_total_bytes": run_total,
+                           "retry_after_ms": RETRY_AFTER_MS})
+
+    def one(self, request: Request, fn: Callable[..., Any], *args, **kw) -> Response:
+        """fn(trace, *args) on the trace that run/worker/span name."""
+        entry = self._entry(Params(request.args))
+        return self.compute(request, [entry], lambda traces: fn(traces[0], *args, **kw))
+
+    # -- discovery routes ---------------------------------------------------------------------
+    def r_runs(self, request: Request) -> Response:
+        self.state.wait_scanned(LOAD_WAIT_S)
+        return self.json({"runs": self.state.run_names(), "loading": self.state.loading})
+
+    def r_status(self, request: Request) -> Response:
+        self.state.wait_scanned(LOAD_WAIT_S)
+        return self.json(self.state.status(), request=request)
+
+    def r_skipped(self, request: Request) -> Response:
+        self.state.wait_scanned(LOAD_WAIT_S)
+        return self.json({"skipped": self.state.skipped()}, request=request)
+
+    def r_views(self, request: Request) -> Response:
+        p = Params(request.args)
+        run, entries = self._run(p)
+        usable = self._usable(entries)
+        if not usable:
+            raise ApiError(404, f"no trace of run {run[:200]!r} could be read")
+        latest = {}
+        for e in usable:
+            if e.worker not in latest or e.index > latest[e.worker].index:
+                latest[e.worker] = e
+        chosen = [latest[w] for w in sorted(latest)]
+        n_workers = len(chosen)
+        return self.compute(request, chosen, lambda traces: views.views(traces, n_workers))
+
+    def r_workers(self, request: Request) -> Response:
+        p = Params(request.args)
+        run, entries = self._run(p)
+        view = p.text("view", max_len=64)
+        if view == "Distributed":
+            return self.json(["All"])
+        return self.json(self._workers(entries))
+
+    def r_spans(self, request: Request) -> Response:
+        p = Params(request.args)
+        run, entries = self._run(p)
+        worker = p.text("worker")
+        usable = self._usable(entries)
+        if worker not in (None, "", "All"):
+            if not any(e.worker == worker for e in entries):
+                raise ApiError(404, f"run {run[:200]!r} has no worker {worker[:200]!r}")
+            usable = [e for e in usable if e.worker == worker]
+        return self.json([str(i) for i in sorted({e.index for e in usable})])
+
+    # -- per-trace routes ---------------------------------------------------------------------
+    def r_overview(self, request: Request) -> Response:
+        p = Params(request.args)
+        entry = self._entry(p)
+        n_workers = len(self._workers(self.state.run_entries(entry.run)))
+        return self.compute(request, [entry], lambda t: views.overview(t[0], n_workers), (n_workers,))
+
+    def r_operation(self, request: Request) -> Response:
+        p = Params(request.args)
+        group_by = p.choice("group_by", tuple(views.OP_GROUPS), "Operation")
+        top = p.integer("top", 10, 1, 100)
+        return self.one(request, views.operation_pie, group_by, top)
+
+    def r_operation_table(self, request: Request) -> Response:
+        p = Params(request.args)
+        group_by = p.choice("group_by", tuple(views.OP_GROUPS), "Operation")
+        return self.one(request, views.operation_table, group_by)
+
+    def r_operation_stack(self, request: Request) -> Response:
+        p = Params(request.args)
+        group_by = p.choice("group_by", tuple(views.OP_GROUPS), "Operation")
+        op_name = p.text("op_name", required=True)
+        input_shape = p.text("input_shape")
+        return self.one(request, views.operation_stack, group_by, op_name, input_shape)
+
+    def r_kernel(self, request: Request) -> Response:
+        p = Params(request.args)
+        top = p.integer("top", 10, 1, 100)
+        return self.one(request, views.kernel_pie, top)
+
+    def r_kernel_table(self, request: Request) -> Response:
+        p = Params(request.args)
+        group_by = p.choice("group_by", tuple(views.KERNEL_GROUPS), "KernelNameAndOp")
+        return self.one(request, views.kernel_table, group_by)
+
+    def r_kernel_tc(self, request: Request) -> Response:
+        return self.one(request, views.kernel_tc)
+
+    _NS_MAX = 1 << 62
+
+    def _window(self, p: Params) -> tuple[int | None, int | None]:
+        a = p.integer("start_ns", None, -self._NS_MAX, self._NS_MAX)
+        b = p.integer("end_ns", None, -self._NS_MAX, self._NS_MAX)
+        if a is not None and b is not None and b <= a:
+            raise ApiError(400, "end_ns must be greater than start_ns")
+        return a, b
+
+    def r_memory(self, request: Request) -> Response:
+        p = Params(request.args)
+        device = p.text("device", max_len=64) or None
+        a, b = self._window(p)
+        return self.one(request, views.memory_stats, device, a, b)
+
+    def r_memory_curve(self, request: Request) -> Response:
+        p = Params(request.args)
+        a, b = self._window(p)
+        max_points = p.integer("max_points", 2000, 10, 20000)
+        return self.one(request, views.memory_curve, a, b, max_points)
+
+    def r_memory_events(self, request: Request) -> Response:
+        p = Params(request.args)
+        device = p.text("device", max_len=64) or None
+        a, b = self._window(p)
+        limit = p.integer("limit", 10000, 1, 200000)
+        return self.one(request, views.memory_events, device, a, b, limit)
+
+    def r_module(self, request: Request) -> Response:
+        return self.one(request, views.module)
+
+    def r_tree(self, request: Request) -> Response:
+        p = Params(request.args)
+        step = p.integer("step", None, -(1 << 62), 1 << 62)
+        return self.one(request, views.tree, step)
+
+    def r_trace(self, request: Request) -> Response:
+        from tb_profiler.plugin.timeline import window
+
+        p = Params(request.args)
+        a, b = self._window(p)
+        width = p.integer("width", 1500, 100, 10000)
+        max_events = p.integer("max_events", 20000, 100, 100000)
+        return self.one(request, window, a, b, width, max_events)
+
+    def r_trace_event(self, request: Request) -> Response:
+        from tb_profiler.plugin.timeline import event_detail
+
+        p = Params(request.args)
+        i = p.integer("i", None, 0, 1 << 40)
+        if i is None:
+            raise ApiError(400, "missing query parameter 'i'")
+
+        def detail(trace):
+            if i >= len(trace.events):
+                raise views.NotFound(f"no event {i}: the trace has {len(trace.events)} events")
+            return event_detail(trace, i)
+
+        return self.one(request, detail)
+
+    def r_trace_raw(self, request: Request) -> Response:
+        entry = self._entry(Params(request.args))
+        name = entry.rel.rsplit("/", 1)[-1]
+        gz = name.endswith(".gz")
+        if not gz:
+            name += ".gz"
+
+        def chunks():
+            with _open_binary(entry.path) as f:
+                comp = None if gz else zlib.compressobj(1, zlib.DEFLATED, 31)
+                while True:
+                    block = f.read(1 << 20)
+                    if not block:
+                        break
+                    yield block if comp is None else comp.compress(block)
+                if comp is not None:
+                    yield comp.flush()
+
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        return Response(chunks(), content_type="application/gzip", direct_passthrough=True,
+                        headers={"Content-Disposition": f'attachment; filename="{safe}"',
+                                 "Cache-Control": "no-store"})
+
+    # -- distributed ---------------------------------------------------------------------------
+    def _dist(self, request: Request, fn) -> Response:
+        p = Params(request.args)
+        entries, workers = self._span_entries(p)
+        if len(entries) < 2:
+            def single(traces):
+                info = traces[0].distributed_info
+                if not (isinstance(info, dict) and (info.get("world_size") or 1) > 1):
+                    raise views.NotFound("this run has a single worker and no distributed information")
+                return fn(traces, workers)
+            return self.compute(request, entries, single)
+        return self.compute(request, entries, lambda traces: fn(traces, workers))
+
+    def r_dist_gpuinfo(self, request: Request) -> Response:
+        return self._dist(request, views.dist_gpuinfo)
+
+    def r_dist_overlap(self, request: Request) -> Response:
+        return self._dist(request, lambda traces, workers: views.dist_overlap(traces))
+
+    def r_dist_wait(self, request: Request) -> Response:
+        return self._dist(request, lambda traces, workers: views.dist_wait(traces))
+
+    def r_dist_commops(self, request: Request) -> Response:
+        return self._dist(request, lambda traces, workers: views.dist_commops(traces))
+
+    # -- diff ------------------------------------------------------------------------------------
+    def _diff_sides(self, request: Request) -> tuple[list[FileEntry], list[FileEntry]]:
+        p = Params(request.args)
+        return self._side(p, ""), self._side(p, "exp_")
+
+    def r_diff(self, request: Request) -> Response:
+        a, b = self._diff_sides(request)
+        n = len(a)
+        return self.compute(request, a + b, lambda traces: views.diff(traces[:n], traces[n:]))
+
+    def r_diffnode(self, request: Request) -> Response:
+        p = Params(request.args)
+        path = p.text("path") or ""
+        a, b = self._diff_sides(request)
+        n = len(a)
+        return self.compute(request, a + b, lambda traces: views.diffnode(traces[:n], traces[n:], path))
+
+    # -- static ----------------------------------------------------------------------------------
+    def r_static(self, request: Request, route: str) -> Response:
+        if route in ("", "index.html") and self.standalone:
+            return self.text(static.standalone_page(static.bundle_built()), "text/html",
+                             status=200 if static.bundle_built() else 503)
+        if route == static.STANDALONE_ENTRY:
+            return self.text(static.standalone_entry_module(), "text/javascript")
+        path = static.resolve(route)
+        if path is None:
+            if route == static.ENTRY:
+                return self.text(static.not_built_module(), "text/javascript")
+            raise ApiError(404, f"no route or file {route[:200]!r}")
+        with open(path, "rb") as f:
+            data = f.read()
+        ctype = static.content_type(path)
+        if ctype.startswith("text/") or ctype in ("application/json", "image/svg+xml"):
+            ctype += "; charset=utf-8"
+        cache = "no-cache" if route == static.ENTRY else "public, max-age=3600"
+        return Response(data, content_type=ctype, headers={"Cache-Control": cache})
+
+
+def _open_binary(path: str):
+    from tb_profiler.io.read import is_url
+
+    if is_url(path):
+        import fsspec
+
+        return fsspec.open(path, "rb").open()
+    return open(path[len("file://"):] if path.startswith("file://") else path, "rb")

@@ -1,0 +1,37 @@
+"""``tb-profiler serve LOGDIR``: the plugin's app without TensorBoard (werkzeug).
+
+Same routes under the same /data/plugin/pytorch_profiler/ prefix, same bundle; ``/``
+serves the page TensorBoard's plugin iframe would.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tb_profiler.plugin.app import ProfilerApp
+from tb_profiler.plugin.state import ProfilerState
+
+
+def make_app(logdir: str, *, memory_mb: int | None = None, reload_s: float | None = None,
+             threads: int | None = None, cache_dir: str | None = None, start: bool = True) -> ProfilerApp:
+    state = ProfilerState(logdir, memory_bytes=(memory_mb << 20) if memory_mb else None, reload_s=reload_s,
+                          threads=threads, cache_dir=cache_dir)
+    if start:
+        state.start()
+    return ProfilerApp(state, standalone=True)
+
+
+def serve(logdir: str, host: str = "127.0.0.1", port: int = 6006, **kw: Any) -> None:
+    from werkzeug.serving import make_server
+
+    app = make_app(logdir, **kw)
+    server = make_server(host, port, app, threaded=True)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"tb-profiler: serving {logdir} at http://{shown}:{server.server_port}/ (Ctrl+C to stop)",
+          file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        app.state.stop()
+        app.close()

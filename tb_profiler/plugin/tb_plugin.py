@@ -1,0 +1,63 @@
+"""The TensorBoard plugin ``pytorch_profiler``, registered through the
+``tensorboard_plugins`` entry point (pyproject.toml).
+
+The entry point names ``ProfilerLoader`` (a TBLoader: it adds the
+``--pytorch_profiler_memory_mb`` flag); ``ProfilerPlugin`` is the plugin itself. One
+wildcard route hands everything under /data/plugin/pytorch_profiler/ to the shared WSGI
+app (tb_profiler.plugin.app), so TensorBoard and ``tb-profiler serve`` answer alike.
+"""
+from __future__ import annotations
+
+from tensorboard.plugins import base_plugin
+
+from tb_profiler.plugin import PLUGIN_NAME
+from tb_profiler.plugin.app import ProfilerApp
+from tb_profiler.plugin.state import ProfilerState
+
+
+class ProfilerPlugin(base_plugin.TBPlugin):
+    """PyTorch profiler traces under the logdir: runs, views, timeline."""
+
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext):
+        super().__init__(context)
+        flags = getattr(context, "flags", None)
+        memory_mb = getattr(flags, "pytorch_profiler_memory_mb", None)
+        reload_s = getattr(flags, "reload_interval", None)
+        logdir = context.logdir or ""
+        self._state = ProfilerState(
+            logdir,
+            memory_bytes=int(memory_mb) << 20 if memory_mb else None,
+            reload_s=float(reload_s) if reload_s and reload_s > 0 else None,
+        )
+        self._app = ProfilerApp(self._state)
+        if logdir:
+            self._state.start()
+
+    def get_plugin_apps(self):
+        return {"/*": self._app}
+
+    def is_active(self) -> bool:
+        state = self._state
+        if not state.logdir:
+            return False
+        if not state.wait_scanned(0):
+            return True  # first scan still running: show the tab, it fills in
+        return state.has_runs or state.loading
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", disable_reload=True)
+
+
+class ProfilerLoader(base_plugin.TBLoader):
+    """Adds the plugin's flags and builds the plugin."""
+
+    def define_flags(self, parser):
+        group = parser.add_argument_group("pytorch_profiler plugin")
+        group.add_argument("--pytorch_profiler_memory_mb", type=int, default=None, metavar="MB",
+                           help="memory for parsed traces kept by the PyTorch profiler plugin "
+                                "(LRU; default $TB_PROFILER_MEMORY_MB or 2048)")
+
+    def load(self, context):
+        return ProfilerPlugin(context)
