@@ -158,8 +158,17 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         b_start = np.minimum.reduceat(s_ts, starts)
         b_end = np.maximum.reduceat(s_end, starts)
         b_count = np.diff(np.append(starts, len(order)))
+        b_track, b_depth = kt[starts], kd[starts]
+        # merge neighbouring columns of one (track, depth) less than a pixel apart
+        run_start = np.ones(len(starts), dtype=bool)
+        run_start[1:] = ((b_track[1:] != b_track[:-1]) | (b_depth[1:] != b_depth[:-1])
+                         | (b_start[1:] - b_end[:-1] > ns_per_px))
+        runs = np.flatnonzero(run_start)
+        b_end = np.maximum.reduceat(b_end, runs)
+        b_count = np.add.reduceat(b_count, runs)
+        b_start, b_track, b_depth = b_start[runs], b_track[runs], b_depth[runs]
         busy = [{"track": int(t), "depth": int(d), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "count": int(c)}
-                for t, d, s, e, c in zip(kt[starts].tolist(), kd[starts].tolist(), b_start.tolist(),
+                for t, d, s, e, c in zip(b_track.tolist(), b_depth.tolist(), b_start.tolist(),
                                          b_end.tolist(), b_count.tolist())]
     return {
         "origin_ns": str(t0),
