@@ -195,3 +195,37 @@ def test_to_jsonable_makes_strict_json():
                        "df": pd.DataFrame({"x": [1.0, np.nan]}), "arr": np.array([1, 2])})
     assert json.dumps(doc, allow_nan=False) == \
         '{"a": null, "b": null, "3": 4, "df": [{"x": 1.0}, {"x": null}], "arr": [1, 2]}'
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+ROUTES = ["overview", "operation", "operation/table", "operation/table?group_by=OperationAndInputShape",
+          "kernel", "kernel/table", "kernel/table?group_by=Kernel", "kernel/tc_pie", "memory", "memory_curve",
+          "memory_events", "module", "tree", "trace?width=800", "trace/event?i=0"]
+DIST = ["distributed/overlap", "distributed/gpuinfo", "distributed/commops", "distributed/waittime"]
+
+
+def test_every_route_answers_on_every_shared_trace(tmp_path, make):
+    """Old formats (bare array, PyTorch 1.8, legacy autograd), tiny H100 and 4xV100 traces."""
+    if not (SHARED / "legacy-formats").is_dir():
+        pytest.skip("shared traces not present")
+    d = tmp_path / "all"
+    shutil.copytree(SHARED / "legacy-formats", d / "legacy")
+    (d / "tiny").mkdir()
+    for f in sorted((SHARED / "tiny-h100").glob("*.json")):
+        shutil.copy(f, d / "tiny" / f.name.replace(".json", ".pt.trace.json"))
+    shutil.copy(SHARED / "tensorlist_ops.pt.trace.json", d / "tiny" / "tensorlist_ops.pt.trace.json")
+    app, c = make(d)
+    wait_for(lambda: not get(c, "status")["loading"], timeout=60, what="loading to end")
+    assert get(c, "skipped")["skipped"] == []
+    runs = get(c, "runs")["runs"]
+    assert len(runs) == 7
+    for run in runs:
+        views = get(c, f"views?run={run}")
+        for worker in get(c, f"workers?run={run}"):
+            for route in ROUTES:
+                sep = "&" if "?" in route else "?"
+                get(c, f"{route}{sep}run={run}&worker={worker}")
+        for route in DIST:
+            get(c, f"{route}?run={run}", expect=200 if "Distributed" in views else 404)
+        get(c, f"diff?run={run}&exp_run=tiny")
+    assert "Distributed" in get(c, "views?run=tiny")

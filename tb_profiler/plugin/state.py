@@ -144,6 +144,13 @@ class ProfilerState:
         for _ in range(self.threads):
             self._queue.put((-1, -1, None))
 
+    def disable(self, reason: str) -> None:
+        """No logdir to watch (e.g. TensorBoard started with --logdir_spec): say why, list nothing."""
+        with self._lock:
+            self._scan_error = reason
+            self._scanned_at = time.time()
+        self._scanned.set()
+
     def wait_scanned(self, timeout: float) -> bool:
         return self._scanned.wait(timeout)
 

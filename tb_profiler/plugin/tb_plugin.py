@@ -34,6 +34,8 @@ class ProfilerPlugin(base_plugin.TBPlugin):
         self._app = ProfilerApp(self._state)
         if logdir:
             self._state.start()
+        else:
+            self._state.disable("TensorBoard was started without --logdir: the profiler plugin reads one logdir")
 
     def get_plugin_apps(self):
         return {"/*": self._app}
