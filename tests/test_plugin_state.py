@@ -229,3 +229,20 @@ def test_every_route_answers_on_every_shared_trace(tmp_path, make):
             get(c, f"{route}?run={run}", expect=200 if "Distributed" in views else 404)
         get(c, f"diff?run={run}&exp_run=tiny")
     assert "Distributed" in get(c, "views?run=tiny")
+
+
+def test_fsspec_logdir(make, sample_logdir):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for f in sorted((sample_logdir / "cnn_workers0").iterdir()):
+        fs.pipe(f"/plugin_test_log/run1/{f.name}", f.read_bytes())
+    try:
+        app, c = make("memory://plugin_test_log")
+        assert get(c, "runs")["runs"] == ["run1"]
+        assert get(c, "spans?run=run1") == ["1", "2"]
+        assert get(c, "overview?run=run1")["summary"]["num_steps"] == 2
+        r = c.get(P + "trace/raw?run=run1&span=1")
+        assert r.status_code == 200 and r.get_data()[:2] == b"\x1f\x8b"
+    finally:
+        fs.rm("/plugin_test_log", recursive=True)
