@@ -189,6 +189,8 @@ def memory_events(trace, device: str | None, start_ns: int | None, end_ns: int |
     rows = [] if frame is None else to_jsonable(frame.head(limit))
     for r in rows:
         r.pop("op_row", None)
+        if isinstance(r.get("addr"), int):  # up to 2^64: beyond a JS number's exact range
+            r["addr"] = hex(r["addr"] & 0xFFFFFFFFFFFFFFFF)
     _rebase(rows, ("alloc_ns", "free_ns"), t0)
     return {"origin_ns": str(t0), "device": dev, "total": total, "truncated": total > limit, "rows": rows}
 
