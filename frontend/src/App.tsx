@@ -1,0 +1,226 @@
+// The shell: run / worker / span selectors, the view tabs, loading status, and the
+// selected view. Everything selected lives in the URL (state/store).
+
+import { useEffect, useMemo, useState } from "react";
+import { reloadAll, useApi } from "./api/hooks";
+import type { RunsReply, StatusReply } from "./api/types";
+import { Empty, ErrorBox, Progress, Select } from "./components/common";
+import { onTbReload } from "./state/host";
+import { setState, useAppState } from "./state/store";
+import { useDarkMode } from "./state/theme";
+import { VIEW_IDS, type AppState, type ViewId } from "./state/url";
+import { fmtBytes } from "./util/format";
+import { OverviewView } from "./views/Overview";
+import { OperatorView } from "./views/Operator";
+import { KernelView } from "./views/Kernel";
+import { TraceView } from "./views/Trace";
+import { MemoryView } from "./views/Memory";
+import { ModuleView } from "./views/Module";
+import { DistributedView } from "./views/Distributed";
+import { DiffView } from "./views/Diff";
+
+export interface ViewProps {
+  st: AppState;
+  /** run / worker / span of the selection, as the API takes them */
+  sel: { run: string; worker?: string; span?: string };
+  dark: boolean;
+}
+
+const WHY_MISSING: Partial<Record<ViewId, string>> = {
+  Kernel: "This trace has no device kernels. Was ProfilerActivity.CUDA (or your device's activity) enabled?",
+  Memory: "This trace has no memory records. Profile with profile_memory=True to see memory.",
+  Module: "This trace has no nn.Module hierarchy. Recent PyTorch records it with with_stack=True (or with_modules=True).",
+  Distributed: "This run has a single worker and no distributed information; the Distributed view needs the traces of every rank of a torch.distributed job.",
+};
+
+function useTicker(ms: number | null): number {
+  const [n, setN] = useState(0);
+  useEffect(() => {
+    if (ms === null) return;
+    const t = setInterval(() => setN((x) => x + 1), ms);
+    return () => clearInterval(t);
+  }, [ms]);
+  return n;
+}
+
+function StatusBadge({ status }: { status: StatusReply | null }) {
+  const [open, setOpen] = useState(false);
+  if (!status) return null;
+  const skipped = status.skipped ?? [];
+  const failed = status.runs.flatMap((r) =>
+    Object.entries(r.workers).flatMap(([w, files]) =>
+      files.filter((f) => f.state === "failed").map((f) => ({ path: `${r.name} / ${w} / span ${f.span ?? "?"}`, reason: f.error ?? "failed" })),
+    ),
+  );
+  const problems = [...skipped, ...failed];
+  const pct = status.total_bytes > 0 ? (100 * status.loaded_bytes) / status.total_bytes : null;
+  return (
+    <div className="status-area">
+      {status.loading && (
+        <span className="badge" title="Traces are loaded in the background">
+          <span className="spinner small" aria-hidden="true" /> Loading
+          {pct !== null ? ` ${fmtBytes(status.loaded_bytes)} / ${fmtBytes(status.total_bytes)}` : "…"}
+        </span>
+      )}
+      {problems.length > 0 && (
+        <button type="button" className="badge warn" onClick={() => setOpen((o) => !o)} aria-expanded={open}>
+          {problems.length} file{problems.length === 1 ? "" : "s"} skipped
+        </button>
+      )}
+      {open && (
+        <div className="popover" role="dialog" aria-label="Skipped files">
+          <div className="popover-head">
+            <b>Files that could not be used</b>
+            <button type="button" className="icon-btn" onClick={() => setOpen(false)} aria-label="Close">✕</button>
+          </div>
+          <ul className="skipped">
+            {problems.map((p, i) => (
+              <li key={i}>
+                <div className="mono">{p.path}</div>
+                <div className="muted">{p.reason}</div>
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
+    </div>
+  );
+}
+
+export function App() {
+  const st = useAppState();
+  const dark = useDarkMode();
+  const [runsTick, setRunsTick] = useState(0);
+
+  useEffect(() => onTbReload(() => reloadAll()), []);
+
+  const runs = useApi<RunsReply>("runs", {}, { keepStale: true, noCache: true, tick: runsTick });
+  const runsLoading = runs.data?.loading ?? true;
+  const tick = useTicker(runsLoading ? 3000 : 30000);
+  useEffect(() => setRunsTick(tick), [tick]);
+  const status = useApi<StatusReply>("status", {}, { keepStale: true, noCache: true, tick: runsTick });
+  // when background loading finishes, answers computed on partial data are stale
+  const [wasLoading, setWasLoading] = useState(false);
+  useEffect(() => {
+    if (runs.data && runs.data.loading !== wasLoading) {
+      if (wasLoading && !runs.data.loading) reloadAll();
+      setWasLoading(runs.data.loading);
+    }
+  }, [runs.data, wasLoading]);
+
+  const runList = runs.data?.runs ?? [];
+  const run = st.run && runList.includes(st.run) ? st.run : runList[0];
+  useEffect(() => {
+    if (run && run !== st.run && runList.length) setState({ run, worker: undefined, span: undefined }, true);
+  }, [run, st.run, runList.length]);
+
+  const views = useApi<string[]>(run ? "views" : null, { run });
+  const isDist = st.view === "Distributed";
+  const workers = useApi<string[]>(run ? "workers" : null, { run, view: isDist ? "Distributed" : undefined });
+  const workerList = workers.data ?? [];
+  const worker = isDist ? undefined : st.worker && workerList.includes(st.worker) ? st.worker : workerList[0];
+  const spans = useApi<string[]>(run && (worker || isDist) ? "spans" : null, { run, worker });
+  const spanList = spans.data ?? [];
+  const span = st.span && spanList.includes(st.span) ? st.span : spanList[spanList.length - 1];
+
+  const available = useMemo(() => {
+    const v = (views.data ?? []).filter((x): x is ViewId => (VIEW_IDS as string[]).includes(x));
+    return [...v, "Diff" as ViewId];
+  }, [views.data]);
+
+  const sel = useMemo(() => ({ run: run ?? "", worker, span }), [run, worker, span]);
+
+  let body;
+  if (runs.error) body = <ErrorBox error={runs.error} />;
+  else if (!runs.data) body = <Progress progress={null} />;
+  else if (!runList.length)
+    body = runs.data.loading ? (
+      <Progress progress={status.data ? { loading: true, loaded_bytes: status.data.loaded_bytes, total_bytes: status.data.total_bytes } : null} />
+    ) : (
+      <Empty title="No profiler traces found">
+        The log directory holds no <span className="mono">*.pt.trace.json</span> or{" "}
+        <span className="mono">*.pt.trace.json.gz</span> files that could be read. Write traces with{" "}
+        <span className="mono">torch.profiler.tensorboard_trace_handler(dir)</span> (or{" "}
+        <span className="mono">tb_profiler.tensorboard_trace_handler</span>) and point the log directory at <span className="mono">dir</span>
+        {status.data?.skipped?.length ? "; the files listed as skipped above were found but could not be used." : "."}
+      </Empty>
+    );
+  else if (!run) body = null;
+  else if (views.error) body = <ErrorBox error={views.error} />;
+  else if (st.view !== "Diff" && st.view !== "Overview" && views.data && !available.includes(st.view))
+    body = <Empty title={`No ${st.view} view for this run`}>{WHY_MISSING[st.view] ?? "The run has no data for this view."}</Empty>;
+  else if (st.view !== "Diff" && ((!isDist && workers.error) || spans.error)) body = <ErrorBox error={(workers.error ?? spans.error)!} />;
+  else if (st.view !== "Diff" && (spans.data === null || (!isDist && workers.data === null))) body = <Progress progress={null} />;
+  else if (st.view !== "Diff" && !spanList.length)
+    body = <Empty title="No readable trace for this worker">Every trace file of this worker failed to load; see the skipped files.</Empty>;
+  else {
+    const props: ViewProps = { st, sel, dark };
+    switch (st.view) {
+      case "Operator": body = <OperatorView {...props} />; break;
+      case "Kernel": body = <KernelView {...props} />; break;
+      case "Trace": body = <TraceView {...props} />; break;
+      case "Memory": body = <MemoryView {...props} />; break;
+      case "Module": body = <ModuleView {...props} />; break;
+      case "Distributed": body = <DistributedView {...props} />; break;
+      case "Diff": body = <DiffView {...props} runs={runList} />; break;
+      default: body = <OverviewView {...props} />;
+    }
+  }
+
+  return (
+    <div className="app">
+      <header className="topbar">
+        <div className="brand" title="tb_profiler">PyTorch Profiler</div>
+        <Select
+          label="Run"
+          value={run ?? ""}
+          options={runList.length ? runList : [""]}
+          disabled={!runList.length}
+          onChange={(v) => setState({ run: v, worker: undefined, span: undefined, t0: undefined, t1: undefined, ev: undefined, m0: undefined, m1: undefined, dev: undefined, step: undefined })}
+        />
+        {!isDist && st.view !== "Diff" && (
+          <Select
+            label="Worker"
+            value={worker ?? ""}
+            options={workerList.length ? workerList : [""]}
+            disabled={workerList.length < 2}
+            onChange={(v) => setState({ worker: v, span: undefined, t0: undefined, t1: undefined, ev: undefined, m0: undefined, m1: undefined })}
+          />
+        )}
+        {st.view !== "Diff" && (
+          <Select
+            label="Span"
+            value={span ?? ""}
+            options={spanList.length ? spanList : [""]}
+            disabled={spanList.length < 2}
+            title="Each profiling cycle (schedule repeat) writes one trace per worker: a span"
+            onChange={(v) => setState({ span: v, t0: undefined, t1: undefined, ev: undefined, m0: undefined, m1: undefined })}
+          />
+        )}
+        <span className="spacer" />
+        <StatusBadge status={status.data} />
+        <button type="button" className="small" title="Forget cached answers and ask the server again" onClick={() => { reloadAll(); setRunsTick((t) => t + 1); }}>
+          Reload
+        </button>
+      </header>
+      <nav className="tabs" role="tablist" aria-label="Views">
+        {(views.data ? available : (["Overview", "Diff"] as ViewId[])).map((v) => (
+          <button
+            key={v}
+            type="button"
+            role="tab"
+            aria-selected={st.view === v}
+            className={st.view === v ? "tab on" : "tab"}
+            onClick={() => setState({ view: v })}
+          >
+            {v}
+          </button>
+        ))}
+        {st.view !== "Diff" && st.view !== "Overview" && views.data && !available.includes(st.view) && (
+          <button type="button" role="tab" aria-selected className="tab on missing">{st.view}</button>
+        )}
+      </nav>
+      <main className="content">{body}</main>
+    </div>
+  );
+}

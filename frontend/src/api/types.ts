@@ -1,0 +1,476 @@
+// Response shapes of the plugin's HTTP API (docs/api.md). Times are integer ns,
+// timestamps relative to the trace origin (origin_ns, a decimal string, is absolute);
+// percentages 0..100; null = not available. Names are untrusted text.
+
+export interface LoadingReply {
+  loading: true;
+  /** an analysis is still running (no byte progress) */
+  computing?: boolean;
+  run?: string;
+  loaded_bytes?: number;
+  total_bytes?: number;
+  run_loaded_bytes?: number;
+  run_total_bytes?: number;
+  retry_after_ms?: number;
+}
+
+export interface RunsReply {
+  runs: string[];
+  loading: boolean;
+}
+
+export interface StatusFile {
+  span: string | null;
+  suffix: string | null;
+  size: number;
+  state: "pending" | "loading" | "loaded" | "failed";
+  error: string | null;
+}
+
+export interface StatusRun {
+  name: string;
+  state: "loading" | "ready" | "failed";
+  total_bytes: number;
+  loaded_bytes: number;
+  files: number;
+  loaded_files: number;
+  failed_files: number;
+  workers: Record<string, StatusFile[]>;
+}
+
+export interface StatusReply {
+  loading: boolean;
+  scanned_at: number | null;
+  total_bytes: number;
+  loaded_bytes: number;
+  runs: StatusRun[];
+  skipped: { path: string; reason: string }[];
+}
+
+export interface SkippedReply {
+  skipped: { run: string | null; path: string; reason: string }[];
+}
+
+export interface Step {
+  step: number;
+  name: string;
+  start_ns: number;
+  end_ns: number;
+  host_start_ns?: number;
+  host_end_ns?: number;
+  dur_ns: number;
+  device_events?: number;
+  event?: number;
+}
+
+export type BreakdownRow = { step: number; name: string } & Record<string, number | string | null>;
+
+export interface DeviceRow {
+  device: number;
+  word: string;
+  name: string | null;
+  memory_bytes: number | null;
+  compute_capability: string | null;
+  num_sms: number | null;
+  kernels: number;
+  kernel_ns: number;
+  busy_ns: number;
+  window_ns: number;
+  utilization_pct: number | null;
+  sm_efficiency_pct: number | null;
+  occupancy_pct: number | null;
+  tensor_core_pct: number | null;
+}
+
+export interface Recommendation {
+  id: string;
+  severity: "info" | "warning" | "critical" | string;
+  title: string;
+  text: string;
+  evidence?: Record<string, unknown>;
+  url?: string | null;
+}
+
+export interface OverviewReply {
+  origin_ns: string | null;
+  device_word: string;
+  environments: { title: string; value: string }[];
+  steps: Step[];
+  breakdown: { labels: Record<string, string>; ns: BreakdownRow[]; pct: BreakdownRow[] };
+  devices: DeviceRow[];
+  recommendations: Recommendation[];
+  summary: {
+    num_steps: number;
+    step_time_avg_ns: number | null;
+    steps_span_ns: number | null;
+    dropped_steps: number;
+    whole_trace_step: boolean;
+    average_ns: Record<string, number>;
+    average_pct: Record<string, number>;
+    utilization_pct: Record<string, number | null>;
+  };
+  notes: string[];
+}
+
+export interface PieSlice {
+  name: string;
+  value_ns: number;
+}
+
+export interface OperationPieReply {
+  group_by: string;
+  device_self: PieSlice[];
+  device_total: PieSlice[];
+  host_self: PieSlice[];
+  host_total: PieSlice[];
+  notes?: string[];
+}
+
+export interface OperatorRow {
+  name: string;
+  input_shape?: string;
+  calls: number;
+  host_self_ns: number;
+  host_total_ns: number;
+  device_self_ns: number;
+  device_total_ns: number;
+  tc_eligible: boolean;
+  tc_self_pct: number | null;
+  tc_total_pct: number | null;
+}
+
+export interface OperatorTableReply {
+  group_by: string;
+  has_device: boolean;
+  rows: OperatorRow[];
+  notes?: string[];
+}
+
+export interface Frame {
+  file: string | null;
+  line: number | null;
+  func: string | null;
+}
+
+export interface StackRow extends Omit<OperatorRow, "name" | "input_shape"> {
+  stack_id: number;
+  frames: Frame[];
+}
+
+export interface OperatorStackReply {
+  op_name: string;
+  input_shape: string | null;
+  rows: StackRow[];
+}
+
+export interface KernelPieReply {
+  total_ns: number;
+  rows: PieSlice[];
+  notes?: string[];
+}
+
+export interface KernelRow {
+  name: string;
+  op?: string;
+  grid?: string;
+  block?: string;
+  registers?: number | null;
+  shared_memory?: number | null;
+  op_tc_eligible?: boolean;
+  calls: number;
+  total_ns: number;
+  mean_ns: number;
+  max_ns: number;
+  min_ns: number;
+  blocks_per_sm: number | null;
+  occupancy: number | null;
+  tensor_cores: boolean;
+}
+
+export interface KernelTableReply {
+  group_by: string;
+  rows: KernelRow[];
+  notes?: string[];
+}
+
+export interface TcPieReply {
+  total_ns: number;
+  using_tc_pct: number | null;
+  rows: PieSlice[];
+}
+
+export interface MemoryStatRow {
+  device: string;
+  name: string;
+  calls: number;
+  size_increase: number;
+  self_size_increase: number;
+  allocation_count: number;
+  self_allocation_count: number;
+  allocation_size: number;
+  self_allocation_size: number;
+  free_count: number;
+  self_free_count: number;
+  free_size: number;
+  self_free_size: number;
+}
+
+export interface MemoryReply {
+  devices: string[];
+  default_device: string | null;
+  device: string | null;
+  rows: MemoryStatRow[];
+  notes?: string[];
+}
+
+export interface CurvePoint {
+  ts_ns: number;
+  allocated: number | null;
+  reserved: number | null;
+}
+
+export interface MemoryPeak {
+  device: string;
+  peak_allocated: number | null;
+  peak_allocated_ns: number | null;
+  peak_reserved: number | null;
+  total_memory: number | null;
+  reconstructed?: boolean;
+}
+
+export interface MemoryCurveReply {
+  origin_ns: string | null;
+  devices: string[];
+  default_device: string | null;
+  curves: Record<string, CurvePoint[]>;
+  peaks: MemoryPeak[];
+  notes?: string[];
+}
+
+export interface MemoryEventRow {
+  device: string;
+  addr: number | string;
+  bytes: number;
+  alloc_ns: number | null;
+  free_ns: number | null;
+  duration_ns: number | null;
+  op: string | null;
+  parent_op: string | null;
+  free_op: string | null;
+}
+
+export interface MemoryEventsReply {
+  origin_ns: string | null;
+  device: string | null;
+  total: number;
+  truncated: boolean;
+  rows: MemoryEventRow[];
+}
+
+export interface ModuleRow {
+  node_id: number;
+  parent_id: number;
+  name: string;
+  module_type: string;
+  module_id: number;
+  path: string;
+  depth: number;
+  calls: number;
+  operators: number;
+  host_total_ns: number;
+  host_self_ns: number;
+  device_total_ns: number;
+  device_self_ns: number;
+}
+
+export interface ModuleReply {
+  source: string | null;
+  rows: ModuleRow[];
+  notes?: string[];
+}
+
+export interface TreeNode {
+  node_id: number;
+  name: string;
+  path: string;
+  calls: number;
+  host_total_ns: number;
+  start_ns: number;
+  end_ns: number;
+  children: TreeNode[];
+}
+
+export interface TreeReply {
+  origin_ns: string | null;
+  source: string | null;
+  nodes: TreeNode[];
+  calls: unknown[];
+  notes?: string[];
+}
+
+export interface TimelineTrack {
+  id: number;
+  kind: "host" | "device" | "other" | string;
+  pid: string;
+  tid: string;
+  process: string;
+  thread: string;
+  max_depth: number;
+}
+
+export interface TimelineEvent {
+  i: number;
+  track: number;
+  depth: number;
+  name: string;
+  cat: string;
+  ts_ns: number;
+  dur_ns: number;
+}
+
+export interface BusyBlock {
+  track: number;
+  depth: number;
+  start_ns: number;
+  end_ns: number;
+  count: number;
+}
+
+export interface TimelineReply {
+  origin_ns: string | null;
+  span: { start_ns: number; end_ns: number };
+  window: { start_ns: number; end_ns: number };
+  ns_per_px: number;
+  tracks: TimelineTrack[];
+  events: TimelineEvent[];
+  busy: BusyBlock[];
+  counts: { events: number; busy: number; in_window: number };
+  truncated: boolean;
+  notes?: string[];
+}
+
+export interface EventLink {
+  i: number;
+  relation: string;
+  name: string;
+  cat: string;
+  ts_ns?: number;
+  dur_ns?: number;
+  track?: number;
+}
+
+export interface EventDetailReply {
+  origin_ns: string | null;
+  event: {
+    i: number;
+    name: string;
+    cat: string;
+    ts_ns: number;
+    dur_ns: number;
+    pid: string;
+    tid: string;
+    track: number;
+    depth?: number;
+  };
+  args: Record<string, unknown> | null;
+  links: EventLink[];
+}
+
+export interface DistInfo {
+  backend: string | null;
+  world_size: number | null;
+  ranks: number[];
+  missing_ranks: number[];
+  workers: Record<string, string>;
+  device_words: Record<string, string>;
+  measured_on: Record<string, string>;
+}
+
+export interface DistGpuInfoReply {
+  info: DistInfo;
+  notes: string[];
+  workers: {
+    worker: string;
+    rank: number;
+    devices: {
+      id: number;
+      name: string | null;
+      kind: string;
+      total_memory: number | null;
+      compute_capability: string | null;
+      num_sms: number | null;
+    }[];
+  }[];
+}
+
+export interface OverlapRow {
+  rank: number;
+  worker: string;
+  step?: number;
+  steps?: number;
+  step_ns: number;
+  computation_ns: number;
+  communication_ns: number;
+  overlap_ns: number;
+  other_ns: number;
+}
+
+export interface DistOverlapReply {
+  info: DistInfo;
+  notes: string[];
+  ranks: OverlapRow[];
+  steps: OverlapRow[];
+}
+
+export interface WaitRow {
+  rank: number;
+  worker: string;
+  step?: number;
+  communication_ns?: number;
+  wait_ns: number;
+  transfer_ns: number;
+}
+
+export interface DistWaitReply {
+  info: DistInfo;
+  notes: string[];
+  ranks: WaitRow[];
+  steps: WaitRow[];
+}
+
+export interface CommOpRow {
+  rank: number;
+  worker: string;
+  name: string;
+  pg_name: string;
+  calls: number;
+  bytes: number | null;
+  total_ns: number;
+  avg_ns: number;
+  wait_ns: number | null;
+  transfer_ns: number | null;
+}
+
+export interface DistCommOpsReply {
+  info: DistInfo;
+  notes: string[];
+  rows: CommOpRow[];
+}
+
+export type DiffRow = { side: "a" | "b" | "both"; name?: string; path?: string } & Record<string, unknown>;
+
+export interface DiffReply {
+  summary: {
+    traces_a: number;
+    traces_b: number;
+    num_steps_a: number | null;
+    num_steps_b: number | null;
+    step_time_avg_ns_a: number | null;
+    step_time_avg_ns_b: number | null;
+    step_time_avg_ns_delta: number | null;
+  };
+  operators: DiffRow[];
+  kernels: DiffRow[];
+  modules: DiffRow[];
+  notes: string[];
+}

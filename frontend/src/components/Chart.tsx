@@ -1,0 +1,110 @@
+// Apache ECharts, tree-shaken to the charts and components the views use, canvas
+// renderer. Tooltips are HTML: every formatter escapes (util/escape), and the default
+// formatter is never used for untrusted names (see tooltip helpers below).
+
+import { useEffect, useRef } from "react";
+import * as echarts from "echarts/core";
+import { BarChart, LineChart, PieChart } from "echarts/charts";
+import {
+  DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
+  TitleComponent, TooltipComponent,
+} from "echarts/components";
+import { CanvasRenderer } from "echarts/renderers";
+import type { EChartsCoreOption } from "echarts/core";
+import { escapeHtml, tooltipLine } from "../util/escape";
+
+echarts.use([
+  BarChart, LineChart, PieChart, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
+  DataZoomComponent, MarkLineComponent, MarkPointComponent, CanvasRenderer,
+]);
+
+export const PALETTE = [
+  "#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#3ba272", "#fc8452", "#9a60b4",
+  "#ea7ccc", "#2f4554", "#c23531", "#61a0a8",
+];
+
+export type ChartEvents = Record<string, (params: any) => void>;
+
+interface Props {
+  option: EChartsCoreOption;
+  dark: boolean;
+  height?: number | string;
+  events?: ChartEvents;
+  className?: string;
+  ariaLabel?: string;
+}
+
+export function Chart({ option, dark, height = 300, events, className, ariaLabel }: Props) {
+  const el = useRef<HTMLDivElement>(null);
+  const chart = useRef<echarts.ECharts | null>(null);
+  const eventsRef = useRef<ChartEvents | undefined>(events);
+  eventsRef.current = events;
+
+  // (re)create on theme change
+  useEffect(() => {
+    if (!el.current) return;
+    const c = echarts.init(el.current, dark ? "dark" : undefined, { renderer: "canvas" });
+    chart.current = c;
+    const names = new Set<string>(Object.keys(eventsRef.current ?? {}));
+    for (const n of names) c.on(n, (p: unknown) => eventsRef.current?.[n]?.(p));
+    const ro = new ResizeObserver(() => c.resize());
+    ro.observe(el.current);
+    return () => {
+      ro.disconnect();
+      c.dispose();
+      chart.current = null;
+    };
+  }, [dark]);
+
+  useEffect(() => {
+    const c = chart.current;
+    if (!c) return;
+    c.setOption(
+      {
+        backgroundColor: "transparent",
+        color: PALETTE,
+        textStyle: { fontFamily: "inherit" },
+        ...option,
+      },
+      { notMerge: true },
+    );
+  }, [option, dark]);
+
+  return <div ref={el} className={className ?? "chart"} style={{ height }} role="img" aria-label={ariaLabel} />;
+}
+
+/** Tooltip for axis-triggered charts: the axis value, then one escaped line per series. */
+export function axisTooltip(fmt: (v: number) => string, title?: (axisValue: string) => string) {
+  return (params: any) => {
+    const ps = Array.isArray(params) ? params : [params];
+    if (!ps.length) return "";
+    const head = title ? title(String(ps[0].axisValueLabel ?? ps[0].name ?? "")) : String(ps[0].axisValueLabel ?? ps[0].name ?? "");
+    const lines = ps
+      .filter((p: any) => p.value !== null && p.value !== undefined && p.value !== "-")
+      .map((p: any) => {
+        const v = Array.isArray(p.value) ? p.value[p.encode?.y?.[0] ?? 1] : p.value;
+        return tooltipLine(String(p.color ?? "#888"), p.seriesName, fmt(Number(v)));
+      });
+    return `<div class="tt-title">${escapeHtml(head)}</div>${lines.join("<br>")}`;
+  };
+}
+
+/** Tooltip for pie charts: escaped name, formatted value and share. */
+export function pieTooltip(fmt: (v: number) => string) {
+  return (p: any) =>
+    `<div class="tt-title tt-wrap">${escapeHtml(p.name)}</div>` +
+    tooltipLine(String(p.color ?? "#888"), fmt(Number(p.value)), `${Number(p.percent ?? 0).toFixed(1)}%`);
+}
+
+/** Shortens a long (kernel) name for a legend or axis label; the tooltip shows it whole. */
+export function shortName(s: string, max = 40): string {
+  if (s.length <= max) return s;
+  return s.slice(0, max - 1) + "…";
+}
+
+/** Common tooltip settings: confined to the chart, HTML, width-limited. */
+export const TOOLTIP_BASE = {
+  confine: true,
+  renderMode: "html" as const,
+  extraCssText: "max-width:520px;white-space:normal;word-break:break-all;",
+};

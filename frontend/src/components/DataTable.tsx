@@ -1,0 +1,300 @@
+// Tables: TanStack Table for sorting, filtering, pagination and expandable rows;
+// cells render as React text. Export: CSV of the rows as filtered and sorted, raw
+// values with the unit in the header (exact ns and bytes, not the rounded display).
+
+import { Fragment, useMemo, useState, type ReactNode } from "react";
+import {
+  flexRender, getCoreRowModel, getExpandedRowModel, getFilteredRowModel, getPaginationRowModel,
+  getSortedRowModel, useReactTable, type ColumnDef, type ExpandedState, type Row, type SortingState,
+} from "@tanstack/react-table";
+import { copyText, csvFileName, downloadText, toCsv, type CsvCell } from "../util/csv";
+import { fmtBytes, fmtCount, fmtDeltaDuration, fmtNumber, fmtPct, fmtUs } from "../util/format";
+
+export type ColKind = "text" | "us" | "delta_us" | "bytes" | "pct" | "count" | "num" | "bool";
+
+export interface Col<T> {
+  id: string;
+  header: string;
+  value: (row: T) => string | number | boolean | null | undefined;
+  kind?: ColKind;
+  /** custom cell content; defaults to the formatted value */
+  render?: (row: T) => ReactNode;
+  /** hover text of the header */
+  title?: string;
+  /** minimum width in px */
+  width?: number;
+  /** excluded from the text filter */
+  noFilter?: boolean;
+  /** short text that must not wrap */
+  nowrap?: boolean;
+}
+
+const UNIT: Partial<Record<ColKind, string>> = { us: " (ns)", delta_us: " (ns)", bytes: " (bytes)", pct: " (%)" };
+/** the unit shown in the header of µs columns (their cells are µs numbers) */
+const SHOWN_UNIT: Partial<Record<ColKind, string>> = { us: " (µs)", delta_us: " (µs)" };
+
+function fmtCell(kind: ColKind, v: unknown): string {
+  if (v === null || v === undefined || v === "") return kind === "text" ? "" : "–";
+  switch (kind) {
+    case "us": return fmtUs(Number(v));
+    case "delta_us": {
+      const n = Number(v);
+      return n === 0 ? "0" : (n > 0 ? "+" : "") + fmtUs(n);
+    }
+    case "bytes": return fmtBytes(Number(v));
+    case "pct": return fmtPct(Number(v));
+    case "count": return fmtCount(Number(v));
+    case "num": return fmtNumber(Number(v));
+    case "bool": return v ? "yes" : "no";
+    default: return String(v);
+  }
+}
+
+export { fmtDeltaDuration };
+
+interface Props<T> {
+  rows: T[];
+  cols: Col<T>[];
+  /** name of the CSV file, from untrusted parts */
+  exportName?: (string | undefined | null)[];
+  initialSort?: { id: string; desc: boolean };
+  pageSize?: number;
+  /** sub rows of a tree table */
+  getSubRows?: (row: T) => T[] | undefined;
+  /** content shown under an expanded row (lazy details) */
+  renderExpanded?: (row: T) => ReactNode;
+  canExpand?: (row: T) => boolean;
+  expandLabel?: string;
+  onRowClick?: (row: T) => void;
+  rowKey?: (row: T, index: number) => string;
+  filterPlaceholder?: string;
+  /** extra controls shown in the toolbar */
+  toolbar?: ReactNode;
+  caption?: string;
+  /** expand every tree row at first */
+  expandAll?: boolean;
+  /** controlled text filter */
+  filter?: string;
+  onFilterChange?: (v: string) => void;
+  emptyText?: string;
+}
+
+export function DataTable<T>(props: Props<T>) {
+  const {
+    rows, cols, exportName, initialSort, pageSize = 100, getSubRows, renderExpanded, canExpand,
+    onRowClick, rowKey, filterPlaceholder, toolbar, caption, expandAll, emptyText,
+  } = props;
+  const [sorting, setSorting] = useState<SortingState>(initialSort ? [initialSort] : []);
+  const [ownFilter, setOwnFilter] = useState("");
+  const filter = props.filter ?? ownFilter;
+  const setFilter = props.onFilterChange ?? setOwnFilter;
+  const [expanded, setExpanded] = useState<ExpandedState>(expandAll ? true : {});
+  const [copied, setCopied] = useState<string | null>(null);
+
+  const columns = useMemo<ColumnDef<T>[]>(() => {
+    const defs: ColumnDef<T>[] = cols.map((c) => ({
+      id: c.id,
+      header: c.header + (SHOWN_UNIT[c.kind ?? "text"] ?? ""),
+      accessorFn: (r: T) => c.value(r),
+      enableGlobalFilter: !c.noFilter && (c.kind ?? "text") === "text",
+      sortUndefined: "last",
+      sortDescFirst: (c.kind ?? "text") !== "text",
+      sortingFn: (a: Row<T>, b: Row<T>, id: string) => {
+        const x = a.getValue(id) as unknown;
+        const y = b.getValue(id) as unknown;
+        if (x === y) return 0;
+        if (x === null || x === undefined) return -1;
+        if (y === null || y === undefined) return 1;
+        if (typeof x === "number" && typeof y === "number") return x < y ? -1 : 1;
+        if (typeof x === "boolean" && typeof y === "boolean") return x ? 1 : -1;
+        return String(x).localeCompare(String(y));
+      },
+      cell: (info) => (c.render ? c.render(info.row.original) : fmtCell(c.kind ?? "text", info.getValue())),
+      meta: c,
+    }));
+    return defs;
+  }, [cols]);
+
+  const table = useReactTable<T>({
+    data: rows,
+    columns,
+    state: { sorting, globalFilter: filter, expanded },
+    onSortingChange: setSorting,
+    onGlobalFilterChange: setFilter,
+    onExpandedChange: setExpanded,
+    getSubRows,
+    getRowCanExpand: renderExpanded ? (r) => (canExpand ? canExpand(r.original) : true) : undefined,
+    getCoreRowModel: getCoreRowModel(),
+    getSortedRowModel: getSortedRowModel(),
+    getFilteredRowModel: getFilteredRowModel(),
+    getExpandedRowModel: getExpandedRowModel(),
+    getPaginationRowModel: getPaginationRowModel(),
+    filterFromLeafRows: !!getSubRows,
+    paginateExpandedRows: false,
+    globalFilterFn: (row, columnId, value: string) => {
+      const v = row.getValue(columnId);
+      return v !== null && v !== undefined && String(v).toLowerCase().includes(String(value).toLowerCase());
+    },
+    getRowId: rowKey ? (r, i) => rowKey(r, i) : undefined,
+    initialState: { pagination: { pageSize, pageIndex: 0 } },
+    autoResetPageIndex: true,
+  });
+
+  function exportRows(): string {
+    const leafRows = table.getPrePaginationRowModel().flatRows;
+    const headers = cols.map((c) => c.header + (UNIT[c.kind ?? "text"] ?? ""));
+    const data: CsvCell[][] = leafRows.map((r) => cols.map((c) => {
+      const v = c.value(r.original);
+      return typeof v === "boolean" ? v : (v as CsvCell);
+    }));
+    if (getSubRows) headers.unshift("Depth");
+    if (getSubRows) leafRows.forEach((r, i) => data[i].unshift(r.depth));
+    return toCsv(headers, data);
+  }
+
+  const filteredCount = table.getPrePaginationRowModel().rows.length;
+  const pageCount = table.getPageCount();
+  const ncols = cols.length + (renderExpanded || getSubRows ? 1 : 0);
+
+  return (
+    <div className="table-wrap">
+      <div className="table-toolbar">
+        {caption && <span className="table-caption">{caption}</span>}
+        <input
+          type="search"
+          className="filter"
+          placeholder={filterPlaceholder ?? "Filter by name…"}
+          value={filter}
+          onChange={(e) => setFilter(e.target.value)}
+          aria-label="Filter rows"
+        />
+        {toolbar}
+        <span className="spacer" />
+        <span className="muted">
+          {filteredCount === rows.length
+            ? `${fmtCount(rows.length)} row${rows.length === 1 ? "" : "s"}`
+            : `${fmtCount(filteredCount)} of ${fmtCount(rows.length)} rows`}
+        </span>
+        {getSubRows && (
+          <button type="button" onClick={() => table.toggleAllRowsExpanded()} className="small">
+            {table.getIsAllRowsExpanded() ? "Collapse all" : "Expand all"}
+          </button>
+        )}
+        <button type="button" className="small" title="Download the rows as filtered and sorted, as CSV" onClick={() => downloadText(csvFileName(...(exportName ?? ["table"])), exportRows())}>
+          Export CSV
+        </button>
+        <button
+          type="button"
+          className="small"
+          title="Copy the rows as CSV"
+          onClick={async () => {
+            const ok = await copyText(exportRows());
+            setCopied(ok ? "Copied" : "Copy failed");
+            setTimeout(() => setCopied(null), 1500);
+          }}
+        >
+          {copied ?? "Copy CSV"}
+        </button>
+      </div>
+      <div className="table-scroll">
+        <table className="data">
+          <thead>
+            {table.getHeaderGroups().map((hg) => (
+              <tr key={hg.id}>
+                {(renderExpanded || getSubRows) && <th className="expander-col" />}
+                {hg.headers.map((h) => {
+                  const c = h.column.columnDef.meta as Col<T>;
+                  const sorted = h.column.getIsSorted();
+                  return (
+                    <th
+                      key={h.id}
+                      className={(c.kind ?? "text") === "text" ? "t-left" : "t-right"}
+                      style={c.width ? { minWidth: c.width } : undefined}
+                      title={c.title}
+                      aria-sort={sorted === "asc" ? "ascending" : sorted === "desc" ? "descending" : "none"}
+                    >
+                      <button type="button" className="th-sort" onClick={h.column.getToggleSortingHandler()}>
+                        {flexRender(h.column.columnDef.header, h.getContext())}
+                        <span className="sort-mark">{sorted === "asc" ? " ▲" : sorted === "desc" ? " ▼" : ""}</span>
+                      </button>
+                    </th>
+                  );
+                })}
+              </tr>
+            ))}
+          </thead>
+          <tbody>
+            {table.getRowModel().rows.map((row) => (
+              <Fragment key={row.id}>
+                <tr
+                  className={(onRowClick ? "clickable " : "") + (row.getIsExpanded() && renderExpanded ? "expanded" : "")}
+                  onClick={onRowClick ? () => onRowClick(row.original) : undefined}
+                >
+                  {(renderExpanded || getSubRows) && (
+                    <td className="expander-col" style={getSubRows ? { paddingLeft: 4 + row.depth * 14 } : undefined}>
+                      {row.getCanExpand() ? (
+                        <button
+                          type="button"
+                          className="expander"
+                          aria-expanded={row.getIsExpanded()}
+                          aria-label={row.getIsExpanded() ? "Collapse" : props.expandLabel ?? "Expand"}
+                          title={props.expandLabel}
+                          onClick={(e) => {
+                            e.stopPropagation();
+                            row.toggleExpanded();
+                          }}
+                        >
+                          {row.getIsExpanded() ? "▾" : "▸"}
+                        </button>
+                      ) : null}
+                    </td>
+                  )}
+                  {row.getVisibleCells().map((cell) => {
+                    const c = cell.column.columnDef.meta as Col<T>;
+                    return (
+                      <td key={cell.id} className={(c.kind ?? "text") === "text" ? (c.nowrap ? "t-left nowrap" : "t-left name-cell") : "t-right num"}>
+                        {flexRender(cell.column.columnDef.cell, cell.getContext())}
+                      </td>
+                    );
+                  })}
+                </tr>
+                {renderExpanded && row.getIsExpanded() && (
+                  <tr className="detail-row">
+                    <td colSpan={ncols}>{renderExpanded(row.original)}</td>
+                  </tr>
+                )}
+              </Fragment>
+            ))}
+            {filteredCount === 0 && (
+              <tr>
+                <td colSpan={ncols} className="empty-cell">
+                  {rows.length === 0 ? emptyText ?? "No rows." : "No rows match the filter."}
+                </td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
+      {pageCount > 1 && (
+        <div className="pager">
+          <button type="button" className="small" onClick={() => table.setPageIndex(0)} disabled={!table.getCanPreviousPage()}>«</button>
+          <button type="button" className="small" onClick={() => table.previousPage()} disabled={!table.getCanPreviousPage()}>‹</button>
+          <span>
+            Page {table.getState().pagination.pageIndex + 1} of {pageCount}
+          </span>
+          <button type="button" className="small" onClick={() => table.nextPage()} disabled={!table.getCanNextPage()}>›</button>
+          <button type="button" className="small" onClick={() => table.setPageIndex(pageCount - 1)} disabled={!table.getCanNextPage()}>»</button>
+          <select
+            value={table.getState().pagination.pageSize}
+            onChange={(e) => table.setPageSize(Number(e.target.value))}
+            aria-label="Rows per page"
+          >
+            {[25, 50, 100, 250, 1000].map((n) => (
+              <option key={n} value={n}>{n} / page</option>
+            ))}
+          </select>
+        </div>
+      )}
+    </div>
+  );
+}

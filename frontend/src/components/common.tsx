@@ -1,0 +1,154 @@
+// Small building blocks shared by the views.
+
+import { useState, type ReactNode } from "react";
+import type { ApiState } from "../api/hooks";
+import type { LoadingReply } from "../api/types";
+import { fmtBytes } from "../util/format";
+
+/** The backend's "notes": why a part is empty or partial, in words. */
+export function Notes({ notes }: { notes?: (string | null | undefined)[] | null }) {
+  const list = (notes ?? []).filter((n): n is string => !!n);
+  if (!list.length) return null;
+  return (
+    <ul className="notes" aria-label="Notes">
+      {list.map((n, i) => (
+        <li key={i}>{n}</li>
+      ))}
+    </ul>
+  );
+}
+
+/** An empty state that says why. */
+export function Empty({ title, children }: { title: string; children?: ReactNode }) {
+  return (
+    <div className="empty">
+      <div className="empty-title">{title}</div>
+      {children && <div className="empty-body">{children}</div>}
+    </div>
+  );
+}
+
+export function Progress({ progress }: { progress: LoadingReply | null }) {
+  const total = progress?.total_bytes ?? 0;
+  const done = progress?.loaded_bytes ?? 0;
+  const pct = total > 0 ? Math.min(100, (100 * done) / total) : null;
+  return (
+    <div className="loading" role="status" aria-live="polite">
+      <span className="spinner" aria-hidden="true" />
+      <span>
+        {progress?.computing ? "Analyzing the trace (large traces take a while)" : progress ? "Loading traces" : "Loading"}
+        {progress?.run ? ` of ${progress.run}` : ""}
+        {pct !== null ? ` — ${fmtBytes(done)} of ${fmtBytes(total)} (${pct.toFixed(0)}%)` : "…"}
+      </span>
+      {pct !== null && (
+        <span className="progress-bar" aria-hidden="true">
+          <span style={{ width: `${pct}%` }} />
+        </span>
+      )}
+    </div>
+  );
+}
+
+export function ErrorBox({ error }: { error: Error }) {
+  return (
+    <div className="error" role="alert">
+      {error.message}
+    </div>
+  );
+}
+
+/**
+ * Renders the loading / error state of one request, or its data through `children`.
+ */
+export function Loaded<T>({ state, children }: { state: ApiState<T>; children: (data: T) => ReactNode }) {
+  if (state.error) return <ErrorBox error={state.error} />;
+  if (state.data === null) return state.loading ? <Progress progress={state.progress} /> : null;
+  return <>{children(state.data)}</>;
+}
+
+export function Section({ title, children, actions, className }: { title: ReactNode; children: ReactNode; actions?: ReactNode; className?: string }) {
+  return (
+    <section className={"card " + (className ?? "")}>
+      <header className="card-head">
+        <h2>{title}</h2>
+        {actions && <div className="card-actions">{actions}</div>}
+      </header>
+      <div className="card-body">{children}</div>
+    </section>
+  );
+}
+
+export function Select({
+  label, value, options, onChange, disabled, title,
+}: {
+  label: string;
+  value: string;
+  options: (string | { value: string; label: string })[];
+  onChange: (v: string) => void;
+  disabled?: boolean;
+  title?: string;
+}) {
+  return (
+    <label className="select" title={title}>
+      <span className="select-label">{label}</span>
+      <select value={value} onChange={(e) => onChange(e.target.value)} disabled={disabled} title={value}>
+        {options.map((o) => {
+          const v = typeof o === "string" ? o : o.value;
+          const l = typeof o === "string" ? o : o.label;
+          return (
+            <option key={v} value={v}>
+              {l}
+            </option>
+          );
+        })}
+      </select>
+    </label>
+  );
+}
+
+export function Stat({ label, value, hint }: { label: string; value: ReactNode; hint?: string }) {
+  return (
+    <div className="stat" title={hint}>
+      <div className="stat-value">{value}</div>
+      <div className="stat-label">{label}</div>
+    </div>
+  );
+}
+
+export function Tabs<T extends string>({ value, options, onChange, label }: { value: T; options: { value: T; label: string }[]; onChange: (v: T) => void; label: string }) {
+  return (
+    <div className="seg" role="tablist" aria-label={label}>
+      {options.map((o) => (
+        <button
+          key={o.value}
+          type="button"
+          role="tab"
+          aria-selected={o.value === value}
+          className={o.value === value ? "on" : ""}
+          onClick={() => onChange(o.value)}
+        >
+          {o.label}
+        </button>
+      ))}
+    </div>
+  );
+}
+
+/** A key/value list of untrusted text. */
+export function KeyValues({ items }: { items: [string, ReactNode][] }) {
+  return (
+    <dl className="kv">
+      {items.map(([k, v]) => (
+        <div key={k} className="kv-row">
+          <dt>{k}</dt>
+          <dd>{v}</dd>
+        </div>
+      ))}
+    </dl>
+  );
+}
+
+export function useToggle(initial = false): [boolean, () => void] {
+  const [v, setV] = useState(initial);
+  return [v, () => setV((x) => !x)];
+}

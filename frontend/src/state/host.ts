@@ -1,0 +1,84 @@
+// Where the app runs: inside TensorBoard's plugin iframe (data/plugin_entry.html,
+// same origin as TensorBoard's page) or standalone (`tb-profiler serve`, "/").
+
+import { PLUGIN_NAME, hrefWithHash, mergeIntoTbHash, splitPairs, stateFromTbHash, type AppState } from "./url";
+
+export function inTensorBoard(): boolean {
+  try {
+    return window.parent !== window && /\/data\/plugin_entry\.html$/.test(window.location.pathname);
+  } catch {
+    return false;
+  }
+}
+
+/** TensorBoard's window when it is ours to read (same origin), else null. */
+export function tbWindow(): Window | null {
+  if (!inTensorBoard()) return null;
+  try {
+    const p = window.parent;
+    void p.location.href; // throws when cross-origin
+    return p;
+  } catch {
+    return null;
+  }
+}
+
+/** Deep-link state from TensorBoard's address ("p.pytorch_profiler.<key>=..."). */
+export function readTbState(): Partial<AppState> | null {
+  const p = tbWindow();
+  if (!p) return null;
+  try {
+    return stateFromTbHash(p.location.hash);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Writes our state into TensorBoard's hash (replaceState: no history entry, no
+ * hashchange for TensorBoard to react to), only while our tab is the active one.
+ */
+export function mirrorToTb(st: Partial<AppState>): void {
+  const p = tbWindow();
+  if (!p) return;
+  try {
+    const first = splitPairs(p.location.hash)[0];
+    if (!first || first[0] !== PLUGIN_NAME || first[1] !== null) return;
+    const next = mergeIntoTbHash(p.location.hash, st);
+    if (next !== p.location.hash) {
+      p.history.replaceState(p.history.state, "", hrefWithHash(p.location.href, next.slice(1)));
+    }
+  } catch {
+    // TensorBoard's page is not ours to touch: the iframe's own address still works
+  }
+}
+
+/**
+ * TensorBoard's plugin IPC (tensorboard/components/experimental/plugin_util): a
+ * MessagePort handed to the host with "experimental.bootstrap"; the host broadcasts
+ * "experimental.DataReloaded" when its reload button (or auto-reload) fires.
+ */
+export function onTbReload(cb: () => void): () => void {
+  if (!inTensorBoard()) return () => {};
+  let port: MessagePort | null = null;
+  try {
+    const ch = new MessageChannel();
+    port = ch.port1;
+    port.onmessage = (e: MessageEvent) => {
+      let m: { type?: string; id?: number; isReply?: boolean } | null = null;
+      try {
+        m = JSON.parse(String(e.data));
+      } catch {
+        return;
+      }
+      if (!m || m.isReply) return;
+      if (m.type === "experimental.DataReloaded") cb();
+      port?.postMessage(JSON.stringify({ type: m.type, id: m.id, payload: null, error: null, isReply: true }));
+    };
+    port.start();
+    window.parent.postMessage("experimental.bootstrap", window.location.origin, [ch.port2]);
+  } catch {
+    return () => {};
+  }
+  return () => port?.close();
+}

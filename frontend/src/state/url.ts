@@ -1,0 +1,135 @@
+// The app's state lives in the URL so views can be linked and the back button works.
+//
+// Our own document's hash holds it ("#view=Operator&run=r1&group=...") in both setups:
+// standalone it is the page's address; inside TensorBoard it is the plugin iframe's
+// address, which shares the browser's joint session history, so Back steps through it.
+// Inside TensorBoard we also mirror it into TensorBoard's own hash as
+// "p.pytorch_profiler.<key>=<value>" entries -- the keys TensorBoard's plugin API
+// (experimental.GetURLPluginData) reserves for plugins -- so the address bar is a deep
+// link, and read them back on start.
+//
+// The iframe document has <base href="plugin/pytorch_profiler/">: a relative "#..."
+// URL would resolve against the base, so URLs are always built from location.href.
+
+export const PLUGIN_NAME = "pytorch_profiler";
+const TB_PREFIX = `p.${PLUGIN_NAME}.`;
+
+export type ViewId =
+  | "Overview" | "Operator" | "Kernel" | "Trace" | "Memory" | "Module" | "Distributed" | "Diff";
+
+export const VIEW_IDS: ViewId[] = [
+  "Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed", "Diff",
+];
+
+/** Every key the URL may hold, in the order they are written. */
+export const STATE_KEYS = [
+  "run", "worker", "span", "view",
+  // Operator / Kernel
+  "group", "kgroup", "q", "top",
+  // Trace
+  "t0", "t1", "ev",
+  // Memory
+  "dev", "m0", "m1",
+  // Module
+  "step",
+  // Diff
+  "erun", "eworker", "espan",
+] as const;
+
+export type StateKey = (typeof STATE_KEYS)[number];
+export type AppState = Partial<Record<StateKey, string>> & { view: ViewId };
+
+const KEY_SET = new Set<string>(STATE_KEYS);
+
+function decode(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, " "));
+  } catch {
+    return s;
+  }
+}
+
+function encode(s: string): string {
+  // encodeURIComponent keeps the characters that are safe in a fragment readable
+  return encodeURIComponent(s).replace(/%2F/g, "/").replace(/%3A/g, ":");
+}
+
+/** Splits "a=1&b=2" (with or without a leading "#" or "?") into ordered pairs. */
+export function splitPairs(text: string): [string, string | null][] {
+  const t = text.replace(/^[#?]/, "");
+  if (!t) return [];
+  return t.split("&").filter(Boolean).map((part) => {
+    const eq = part.indexOf("=");
+    return eq < 0 ? [decode(part), null] : [decode(part.slice(0, eq)), decode(part.slice(eq + 1))];
+  });
+}
+
+function normalizeView(v: string | null | undefined): ViewId {
+  if (!v) return "Overview";
+  const hit = VIEW_IDS.find((x) => x.toLowerCase() === v.toLowerCase());
+  return hit ?? "Overview";
+}
+
+/** The state held by a hash; unknown keys are ignored, a bad view means Overview. */
+export function parseState(hash: string): AppState {
+  const st: Partial<Record<StateKey, string>> = {};
+  for (const [k, v] of splitPairs(hash)) {
+    if (KEY_SET.has(k) && v !== null && v !== "") st[k as StateKey] = v;
+  }
+  return { ...st, view: normalizeView(st.view) };
+}
+
+/** The hash for a state (without "#"), keys in a fixed order, empty values left out. */
+export function serializeState(st: Partial<AppState>): string {
+  const parts: string[] = [];
+  for (const k of STATE_KEYS) {
+    const v = st[k];
+    if (v !== undefined && v !== null && v !== "") parts.push(`${k}=${encode(String(v))}`);
+  }
+  return parts.join("&");
+}
+
+/** Whether two states hold the same values. */
+export function sameState(a: Partial<AppState>, b: Partial<AppState>): boolean {
+  return serializeState(a) === serializeState(b);
+}
+
+/** The state carried by TensorBoard's hash ("#pytorch_profiler&p.pytorch_profiler.run=x"). */
+export function stateFromTbHash(tbHash: string): Partial<AppState> | null {
+  const st: Partial<Record<StateKey, string>> = {};
+  let found = false;
+  for (const [k, v] of splitPairs(tbHash)) {
+    if (k.startsWith(TB_PREFIX) && v !== null) {
+      const key = k.slice(TB_PREFIX.length);
+      if (KEY_SET.has(key) && v !== "") {
+        st[key as StateKey] = v;
+        found = true;
+      }
+    }
+  }
+  return found ? { ...st, view: normalizeView(st.view) } : null;
+}
+
+/**
+ * TensorBoard's hash with our entries replaced by `st`; TensorBoard's own entries
+ * (the active plugin first, its other settings) are kept as they are, in order.
+ */
+export function mergeIntoTbHash(tbHash: string, st: Partial<AppState>): string {
+  const raw = tbHash.replace(/^#/, "");
+  const keep = raw
+    ? raw.split("&").filter((part) => part && !decode(part.split("=")[0]).startsWith(TB_PREFIX))
+    : [];
+  const ours: string[] = [];
+  for (const k of STATE_KEYS) {
+    const v = st[k];
+    if (v !== undefined && v !== null && v !== "") ours.push(`${encodeURIComponent(TB_PREFIX + k)}=${encodeURIComponent(String(v))}`);
+  }
+  return "#" + [...keep, ...ours].join("&");
+}
+
+/** location.href with its fragment replaced (never a relative "#...": see <base>). */
+export function hrefWithHash(href: string, hash: string): string {
+  const i = href.indexOf("#");
+  const base = i < 0 ? href : href.slice(0, i);
+  return hash ? `${base}#${hash}` : base;
+}

@@ -1,0 +1,471 @@
+// The trace timeline: a canvas drawn by our own code from the server's window of
+// events (docs/api.md, GET trace): tracks per process/thread/stream with a header
+// strip and one row per nesting depth, events as boxes with their names, sub-pixel
+// events as the server's merged "busy" blocks. Zoom (Ctrl/⌘/Alt + wheel, W/S, +/-),
+// pan (drag, horizontal wheel, A/D, arrows), range zoom (Shift + drag), vertical
+// scroll (wheel), click for details, hover for a tooltip. Names are drawn with
+// fillText or shown as React text: never HTML.
+
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
+import { fmtDuration } from "../util/format";
+import { nameColor, palette } from "./colors";
+import {
+  fitRange, hitTest, layoutTracks, panBy, spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
+  type Range, type Viewport,
+} from "./coords";
+
+export const RULER_H = 26;
+export const ROW_H = 18;
+export const HEADER_H = 18;
+const GAP = 2;
+
+export interface FlowLink {
+  from: number;
+  to: number;
+}
+
+interface Props {
+  tracks: TimelineTrack[];
+  events: TimelineEvent[];
+  busy: BusyBlock[];
+  bounds: Range;
+  vp: Viewport;
+  onViewport: (vp: Viewport) => void;
+  selected: number | null;
+  onSelect: (i: number | null) => void;
+  flows: FlowLink[];
+  search: string;
+  dark: boolean;
+  height: number;
+  loading: boolean;
+  /** scroll so this track row is visible (nonce: ask again for the same row) */
+  reveal?: { track: number; depth: number; nonce: number } | null;
+}
+
+interface Hover {
+  x: number;
+  y: number;
+  ev?: TimelineEvent;
+  busy?: BusyBlock;
+}
+
+export function Timeline(props: Props) {
+  const { tracks, events, busy, bounds, vp, onViewport, selected, onSelect, flows, search, dark, height, loading, reveal } = props;
+  const wrap = useRef<HTMLDivElement>(null);
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const [width, setWidth] = useState(800);
+  const [scrollY, setScrollY] = useState(0);
+  const [collapsed, setCollapsed] = useState<Set<number>>(new Set());
+  const [hover, setHover] = useState<Hover | null>(null);
+  const [range, setRange] = useState<{ x0: number; x1: number } | null>(null);
+  const drag = useRef<{ x: number; y: number; vp: Viewport; moved: boolean; shift: boolean; scrollY: number } | null>(null);
+  const lastMouseX = useRef<number | null>(null);
+
+  const view: Viewport = useMemo(() => ({ ...vp, width }), [vp, width]);
+  const layout = useMemo(() => layoutTracks(tracks, ROW_H, HEADER_H, collapsed, GAP), [tracks, collapsed]);
+  const boxById = useMemo(() => new Map(layout.boxes.map((b) => [b.id, b])), [layout]);
+  const byI = useMemo(() => new Map(events.map((e) => [e.i, e])), [events]);
+  const needle = search.trim().toLowerCase();
+  const plotH = height - RULER_H;
+  const maxScroll = Math.max(0, layout.height - plotH);
+
+  useEffect(() => {
+    if (scrollY > maxScroll) setScrollY(maxScroll);
+  }, [maxScroll, scrollY]);
+
+  useEffect(() => {
+    if (!reveal) return;
+    const b = layout.boxes.find((x) => x.id === reveal.track);
+    if (!b) return;
+    if (collapsed.has(reveal.track)) {
+      setCollapsed((c) => {
+        const n = new Set(c);
+        n.delete(reveal.track);
+        return n;
+      });
+    }
+    const y = b.y + HEADER_H + reveal.depth * ROW_H;
+    setScrollY((s) => (y < s || y + ROW_H > s + plotH ? Math.max(0, Math.min(y - plotH / 3, Math.max(0, layout.height - plotH))) : s));
+  }, [reveal?.nonce, reveal?.track]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  // keep the canvas as wide as its box
+  useEffect(() => {
+    if (!wrap.current) return;
+    const ro = new ResizeObserver((entries) => {
+      const w = Math.max(100, Math.floor(entries[0].contentRect.width));
+      setWidth(w);
+    });
+    ro.observe(wrap.current);
+    return () => ro.disconnect();
+  }, []);
+
+  // report the real width to the owner (it asks the server for that many pixels)
+  useEffect(() => {
+    if (vp.width !== width) onViewport({ ...vp, width });
+  }, [width]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const draw = useCallback(() => {
+    const c = canvas.current;
+    if (!c) return;
+    const dpr = window.devicePixelRatio || 1;
+    const W = width;
+    const H = height;
+    if (c.width !== Math.round(W * dpr) || c.height !== Math.round(H * dpr)) {
+      c.width = Math.round(W * dpr);
+      c.height = Math.round(H * dpr);
+      c.style.width = `${W}px`;
+      c.style.height = `${H}px`;
+    }
+    const ctx = c.getContext("2d");
+    if (!ctx) return;
+    const pal = palette(dark);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = pal.bg;
+    ctx.fillRect(0, 0, W, H);
+    ctx.font = "11px system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
+    ctx.textBaseline = "middle";
+    const charW = Math.max(5, ctx.measureText("abcdefghijklmnopqrstuvwxyz_:").width / 28);
+    const tk = ticks(view, 100);
+
+    // tracks area (clipped below the ruler)
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(0, RULER_H, W, H - RULER_H);
+    ctx.clip();
+    const top = RULER_H - scrollY;
+
+    // grid lines
+    ctx.strokeStyle = pal.grid;
+    ctx.lineWidth = 1;
+    for (const t of tk.times) {
+      const x = Math.round(timeToX(t, view)) + 0.5;
+      ctx.beginPath();
+      ctx.moveTo(x, RULER_H);
+      ctx.lineTo(x, H);
+      ctx.stroke();
+    }
+
+    // track headers
+    for (const t of tracks) {
+      const b = boxById.get(t.id);
+      if (!b) continue;
+      const y = top + b.y;
+      if (y > H || y + b.height < RULER_H) continue;
+      ctx.fillStyle = pal.header;
+      ctx.fillRect(0, y, W, HEADER_H);
+      ctx.fillStyle = pal.headerText;
+      const label = `${collapsed.has(t.id) ? "▸" : "▾"} ${t.process} — ${t.thread}`;
+      ctx.fillText(label.length > W / charW ? label.slice(0, Math.floor(W / charW) - 1) + "…" : label, 6, y + HEADER_H / 2);
+    }
+
+    // busy blocks (merged sub-pixel events)
+    ctx.fillStyle = pal.busy;
+    for (const bb of busy) {
+      const b = boxById.get(bb.track);
+      if (!b || bb.depth >= b.rows) continue;
+      const y = top + b.y + HEADER_H + bb.depth * ROW_H;
+      if (y > H || y + ROW_H < RULER_H) continue;
+      const px = spanToPx(bb.start_ns, bb.end_ns - bb.start_ns, view, 1);
+      if (!px) continue;
+      ctx.fillRect(px.x, y + 3, px.w, ROW_H - 6);
+    }
+
+    // events
+    let selBox: { x: number; y: number; w: number } | null = null;
+    for (const e of events) {
+      const b = boxById.get(e.track);
+      if (!b || e.depth >= b.rows) continue;
+      const y = top + b.y + HEADER_H + e.depth * ROW_H;
+      if (y > H || y + ROW_H < RULER_H) continue;
+      const px = spanToPx(e.ts_ns, e.dur_ns, view, 1);
+      if (!px) continue;
+      const match = needle !== "" && e.name.toLowerCase().includes(needle);
+      ctx.globalAlpha = needle !== "" && !match ? 0.25 : 1;
+      ctx.fillStyle = nameColor(e.name, dark);
+      ctx.fillRect(px.x, y + 1, Math.max(px.w - (px.w > 3 ? 0.5 : 0), 1), ROW_H - 2);
+      if (px.w > 24) {
+        const vx = Math.max(px.x, 0);
+        const vw = Math.min(px.x + px.w, W) - vx;
+        const n = Math.floor((vw - 6) / charW);
+        if (n >= 2) {
+          ctx.fillStyle = dark ? "#f2f2f2" : "#1a1a1a";
+          const s = e.name.length > n ? e.name.slice(0, n - 1) + "…" : e.name;
+          ctx.fillText(s, vx + 3, y + ROW_H / 2);
+        }
+      }
+      if (match) {
+        ctx.strokeStyle = pal.select;
+        ctx.lineWidth = 1;
+        ctx.strokeRect(px.x + 0.5, y + 1.5, Math.max(px.w - 1, 1), ROW_H - 3);
+      }
+      if (e.i === selected) selBox = { x: px.x, y, w: px.w };
+    }
+    ctx.globalAlpha = 1;
+
+    // flows of the selection (kernel <-> launch)
+    if (flows.length) {
+      ctx.strokeStyle = pal.flow;
+      ctx.fillStyle = pal.flow;
+      ctx.lineWidth = 1.5;
+      for (const f of flows) {
+        const a = byI.get(f.from);
+        const z = byI.get(f.to);
+        if (!a || !z) continue;
+        const ba = boxById.get(a.track);
+        const bz = boxById.get(z.track);
+        if (!ba || !bz || a.depth >= ba.rows || z.depth >= bz.rows) continue;
+        const x0 = timeToX(a.ts_ns, view);
+        const y0 = top + ba.y + HEADER_H + a.depth * ROW_H + ROW_H / 2;
+        const x1 = timeToX(z.ts_ns, view);
+        const y1 = top + bz.y + HEADER_H + z.depth * ROW_H + ROW_H / 2;
+        ctx.beginPath();
+        ctx.moveTo(x0, y0);
+        ctx.bezierCurveTo(x0 + 30, y0, x1 - 30, y1, x1, y1);
+        ctx.stroke();
+        const ang = Math.atan2(y1 - y0, x1 - x0 - 30);
+        ctx.beginPath();
+        ctx.moveTo(x1, y1);
+        ctx.lineTo(x1 - 7 * Math.cos(ang - 0.4), y1 - 7 * Math.sin(ang - 0.4));
+        ctx.lineTo(x1 - 7 * Math.cos(ang + 0.4), y1 - 7 * Math.sin(ang + 0.4));
+        ctx.closePath();
+        ctx.fill();
+      }
+    }
+
+    if (selBox) {
+      ctx.strokeStyle = pal.select;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(selBox.x - 1, selBox.y, Math.max(selBox.w, 1) + 2, ROW_H);
+    }
+
+    // range being selected
+    if (range) {
+      const x0 = Math.min(range.x0, range.x1);
+      const x1 = Math.max(range.x0, range.x1);
+      ctx.fillStyle = pal.range;
+      ctx.fillRect(x0, RULER_H, x1 - x0, H - RULER_H);
+    }
+    ctx.restore();
+
+    // ruler
+    ctx.fillStyle = pal.ruler;
+    ctx.fillRect(0, 0, W, RULER_H);
+    ctx.strokeStyle = pal.grid;
+    ctx.beginPath();
+    ctx.moveTo(0, RULER_H - 0.5);
+    ctx.lineTo(W, RULER_H - 0.5);
+    ctx.stroke();
+    ctx.fillStyle = pal.muted;
+    for (const t of tk.times) {
+      const x = Math.round(timeToX(t, view)) + 0.5;
+      ctx.beginPath();
+      ctx.moveTo(x, RULER_H - 6);
+      ctx.lineTo(x, RULER_H);
+      ctx.strokeStyle = pal.muted;
+      ctx.stroke();
+      ctx.fillText(tickLabel(t, tk.step), x + 3, RULER_H / 2 - 2);
+    }
+    if (range) {
+      const t0 = xToTime(Math.min(range.x0, range.x1), view);
+      const t1 = xToTime(Math.max(range.x0, range.x1), view);
+      ctx.fillStyle = pal.text;
+      const label = fmtDuration(t1 - t0);
+      ctx.fillText(label, Math.min(range.x0, range.x1) + 4, RULER_H - 8);
+    }
+    if (loading) {
+      ctx.fillStyle = pal.select;
+      ctx.fillRect(0, RULER_H - 2, W, 2);
+    }
+  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, byI, range, loading]);
+
+  useEffect(() => {
+    const id = requestAnimationFrame(draw);
+    return () => cancelAnimationFrame(id);
+  }, [draw]);
+
+  // ---- interaction ----------------------------------------------------------
+  const local = (e: { clientX: number; clientY: number }) => {
+    const r = canvas.current!.getBoundingClientRect();
+    return { x: e.clientX - r.left, y: e.clientY - r.top };
+  };
+
+  const contentY = (y: number) => y - RULER_H + scrollY;
+
+  const trackHeaderAt = (y: number): number | null => {
+    if (y < RULER_H) return null;
+    const cy = contentY(y);
+    const b = layout.boxes.find((bx) => cy >= bx.y && cy < bx.y + HEADER_H);
+    return b ? b.id : null;
+  };
+
+  const busyAt = (x: number, y: number): BusyBlock | null => {
+    const cy = contentY(y);
+    const b = layout.boxes.find((bx) => cy >= bx.y && cy < bx.y + bx.height);
+    if (!b) return null;
+    const depth = Math.floor((cy - b.y - HEADER_H) / ROW_H);
+    if (depth < 0) return null;
+    const t = xToTime(x, view);
+    const slop = 2 * (view.end - view.start) / view.width;
+    return busy.find((bb) => bb.track === b.id && bb.depth === depth && t >= bb.start_ns - slop && t <= bb.end_ns + slop) ?? null;
+  };
+
+  useEffect(() => {
+    const c = canvas.current;
+    if (!c) return;
+    const onWheel = (e: WheelEvent) => {
+      e.preventDefault();
+      const { x } = local(e);
+      const unit = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? 400 : 1;
+      const dx = e.deltaX * unit;
+      const dy = e.deltaY * unit;
+      if (e.ctrlKey || e.metaKey || e.altKey) {
+        onViewport(zoomAt(view, Math.exp(-dy * 0.0025), x, bounds));
+      } else if (e.shiftKey) {
+        onViewport(panBy(view, -dy, bounds));
+      } else if (Math.abs(dx) > Math.abs(dy)) {
+        onViewport(panBy(view, -dx, bounds));
+      } else {
+        setScrollY((s) => Math.min(Math.max(0, s + dy), maxScroll));
+      }
+    };
+    c.addEventListener("wheel", onWheel, { passive: false });
+    return () => c.removeEventListener("wheel", onWheel);
+  }, [view, bounds, onViewport, maxScroll]);
+
+  const onMouseDown = (e: React.MouseEvent) => {
+    if (e.button !== 0) return;
+    const p = local(e);
+    drag.current = { x: p.x, y: p.y, vp: view, moved: false, shift: e.shiftKey, scrollY };
+    canvas.current?.focus();
+  };
+
+  const onMouseMove = (e: React.MouseEvent) => {
+    const p = local(e);
+    lastMouseX.current = p.x;
+    const d = drag.current;
+    if (d && (e.buttons & 1) === 1) {
+      if (Math.abs(p.x - d.x) > 3 || Math.abs(p.y - d.y) > 3) d.moved = true;
+      if (!d.moved) return;
+      setHover(null);
+      if (d.shift) {
+        setRange({ x0: d.x, x1: p.x });
+      } else {
+        onViewport(panBy(d.vp, p.x - d.x, bounds));
+        setScrollY(Math.min(Math.max(0, d.scrollY - (p.y - d.y)), maxScroll));
+      }
+      return;
+    }
+    if (p.y < RULER_H) {
+      setHover(null);
+      return;
+    }
+    const ev = hitTest(events, layout.boxes, p.x, contentY(p.y), view, ROW_H, HEADER_H);
+    if (ev) setHover({ x: p.x, y: p.y, ev });
+    else {
+      const bb = busyAt(p.x, p.y);
+      setHover(bb ? { x: p.x, y: p.y, busy: bb } : null);
+    }
+  };
+
+  const onMouseUp = (e: React.MouseEvent) => {
+    const d = drag.current;
+    drag.current = null;
+    if (!d) return;
+    const p = local(e);
+    if (d.shift && range) {
+      const t0 = xToTime(Math.min(range.x0, range.x1), view);
+      const t1 = xToTime(Math.max(range.x0, range.x1), view);
+      setRange(null);
+      if (Math.abs(range.x1 - range.x0) > 4) onViewport(fitRange(t0, t1, width, bounds, 0));
+      return;
+    }
+    if (d.moved) return;
+    const tid = trackHeaderAt(p.y);
+    if (tid !== null) {
+      setCollapsed((s) => {
+        const n = new Set(s);
+        if (n.has(tid)) n.delete(tid);
+        else n.add(tid);
+        return n;
+      });
+      return;
+    }
+    const ev = hitTest(events, layout.boxes, p.x, contentY(p.y), view, ROW_H, HEADER_H);
+    if (ev) {
+      onSelect(ev.i);
+      return;
+    }
+    const bb = busyAt(p.x, p.y);
+    if (bb) {
+      onViewport(fitRange(bb.start_ns, bb.end_ns, width, bounds, 0.2));
+      return;
+    }
+    onSelect(null);
+  };
+
+  const onKeyDown = (e: React.KeyboardEvent) => {
+    const cx = lastMouseX.current ?? width / 2;
+    const k = e.key.toLowerCase();
+    let handled = true;
+    if (k === "w" || k === "+" || k === "=") onViewport(zoomAt(view, 1.5, cx, bounds));
+    else if (k === "s" || k === "-" || k === "_") onViewport(zoomAt(view, 1 / 1.5, cx, bounds));
+    else if (k === "a" || k === "arrowleft") onViewport(panBy(view, width / 5, bounds));
+    else if (k === "d" || k === "arrowright") onViewport(panBy(view, -width / 5, bounds));
+    else if (k === "arrowup") setScrollY((s) => Math.max(0, s - 60));
+    else if (k === "arrowdown") setScrollY((s) => Math.min(maxScroll, s + 60));
+    else if (k === "0") onViewport({ start: bounds.start, end: bounds.end, width });
+    else if (k === "escape") onSelect(null);
+    else handled = false;
+    if (handled) e.preventDefault();
+  };
+
+  return (
+    <div className="timeline" ref={wrap}>
+      <canvas
+        ref={canvas}
+        tabIndex={0}
+        className="timeline-canvas"
+        aria-label="Trace timeline. W/S or Ctrl+wheel zoom, A/D or drag pan, Shift+drag zooms to a range, click an event for details."
+        onMouseDown={onMouseDown}
+        onMouseMove={onMouseMove}
+        onMouseUp={onMouseUp}
+        onMouseLeave={() => {
+          setHover(null);
+          drag.current = null;
+          setRange(null);
+        }}
+        onKeyDown={onKeyDown}
+        style={{ cursor: drag.current?.moved ? "grabbing" : hover ? "pointer" : "default" }}
+      />
+      {maxScroll > 0 && (
+        <div className="vscroll" style={{ top: RULER_H, height: plotH }}>
+          <div
+            className="vscroll-thumb"
+            style={{
+              top: (scrollY / (layout.height || 1)) * plotH,
+              height: Math.max(20, (plotH / (layout.height || 1)) * plotH),
+            }}
+          />
+        </div>
+      )}
+      {hover && (
+        <div className="tl-tip" style={{ left: Math.min(hover.x + 12, width - 260), top: hover.y + 14 }}>
+          {hover.ev ? (
+            <>
+              <div className="tl-tip-name">{hover.ev.name}</div>
+              <div className="muted">
+                {hover.ev.cat} · {fmtDuration(hover.ev.dur_ns)} · at {fmtDuration(hover.ev.ts_ns)}
+              </div>
+            </>
+          ) : hover.busy ? (
+            <>
+              <div className="tl-tip-name">{hover.busy.count} events too small to draw</div>
+              <div className="muted">{fmtDuration(hover.busy.end_ns - hover.busy.start_ns)} · click to zoom in</div>
+            </>
+          ) : null}
+        </div>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,34 @@
+import { describe, expect, it } from "vitest";
+import { isStackArg, parseCallStack, parseFrame } from "./frames";
+
+describe("parseFrame", () => {
+  it("splits file, 1-based line and function", () => {
+    expect(parseFrame("torch/nn/modules/linear.py(130): forward")).toEqual({
+      file: "torch/nn/modules/linear.py",
+      line: 130,
+      func: "forward",
+    });
+    expect(parseFrame("C:\\work\\train (copy).py(7): <module>")).toEqual({
+      file: "C:\\work\\train (copy).py",
+      line: 7,
+      func: "<module>",
+    });
+  });
+  it("keeps other text as the function", () => {
+    expect(parseFrame("<built-in method conv2d>")).toEqual({ file: null, line: null, func: "<built-in method conv2d>" });
+  });
+});
+
+describe("parseCallStack", () => {
+  it("reads the legacy Call stack argument, innermost first", () => {
+    const fs = parseCallStack("a/profiler.py(614): __enter__;b/step.py(313): step;run.py(1): <module>;");
+    expect(fs.map((f) => f.line)).toEqual([614, 313, 1]);
+    expect(fs[2]).toEqual({ file: "run.py", line: 1, func: "<module>" });
+  });
+  it("recognizes stack arguments", () => {
+    expect(isStackArg("Call stack", "x.py(3): f;y.py(4): g")).toBe(true);
+    expect(isStackArg("Call stack", "not a stack")).toBe(false);
+    expect(isStackArg("Input Dims", "x.py(3): f")).toBe(false);
+    expect(isStackArg("Call stack", 5)).toBe(false);
+  });
+});

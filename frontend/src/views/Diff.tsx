@@ -1,0 +1,213 @@
+// Diff: two sides (run / worker / span each; worker "All" = every worker of the span),
+// baseline A and experiment B; per-step averages of operators, kernels and modules,
+// with deltas B − A, a chart of the largest changes.
+
+import { useMemo, useState } from "react";
+import type { ViewProps } from "../App";
+import { useApi } from "../api/hooks";
+import type { DiffReply, DiffRow } from "../api/types";
+import { Chart, TOOLTIP_BASE, shortName } from "../components/Chart";
+import { DataTable, type Col } from "../components/DataTable";
+import { Empty, Loaded, Notes, Section, Select, Stat, Tabs } from "../components/common";
+import { setState } from "../state/store";
+import { escapeHtml, tooltipLine } from "../util/escape";
+import { fmtDeltaDuration, fmtDuration, fmtPct } from "../util/format";
+
+type Metric = "host_self_ns" | "host_total_ns" | "device_self_ns" | "device_total_ns" | "total_ns";
+
+function SidePicker({ label, runs, run, worker, span, onChange }: {
+  label: string;
+  runs: string[];
+  run: string;
+  worker: string | undefined;
+  span: string | undefined;
+  onChange: (p: { run?: string; worker?: string; span?: string }) => void;
+}) {
+  const workers = useApi<string[]>(run ? "workers" : null, { run });
+  const wl = workers.data ?? [];
+  const w = worker === "All" || (worker && wl.includes(worker)) ? worker : wl.length > 1 ? "All" : wl[0];
+  const spans = useApi<string[]>(run ? "spans" : null, { run, worker: w === "All" ? undefined : w });
+  const sl = spans.data ?? [];
+  const s = span && sl.includes(span) ? span : sl[sl.length - 1];
+  return (
+    <div className="side-picker">
+      <span className="side-label">{label}</span>
+      <Select label="Run" value={run} options={runs} onChange={(v) => onChange({ run: v, worker: undefined, span: undefined })} />
+      <Select label="Worker" value={w ?? ""} options={[...(wl.length > 1 ? ["All"] : []), ...wl]} onChange={(v) => onChange({ run, worker: v, span: undefined })} />
+      <Select label="Span" value={s ?? ""} options={sl.length ? sl : [""]} onChange={(v) => onChange({ run, worker: w, span: v })} />
+    </div>
+  );
+}
+
+function metricCols(prefix: string, header: string, kind: "us" | "count"): Col<DiffRow>[] {
+  return [
+    { id: `${prefix}_a`, header: `${header} A`, value: (r) => r[`${prefix}_a`] as number | null, kind: kind === "count" ? "num" : "us" },
+    { id: `${prefix}_b`, header: `${header} B`, value: (r) => r[`${prefix}_b`] as number | null, kind: kind === "count" ? "num" : "us" },
+    { id: `${prefix}_delta`, header: `Δ ${header}`, value: (r) => r[`${prefix}_delta`] as number | null, kind: kind === "count" ? "num" : "delta_us" },
+  ];
+}
+
+const SIDE: Record<string, string> = { a: "A only", b: "B only", both: "both" };
+
+function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => string) {
+  const key = `${metric}_delta`;
+  const top = rows
+    .filter((r) => typeof r[key] === "number" && r[key] !== 0)
+    .sort((x, y) => Math.abs(Number(y[key])) - Math.abs(Number(x[key])))
+    .slice(0, 15)
+    .reverse();
+  return {
+    top: top.length,
+    option: {
+      tooltip: {
+        ...TOOLTIP_BASE,
+        trigger: "item",
+        formatter: (p: any) => {
+          const r = top[p.dataIndex];
+          return `<div class="tt-title tt-wrap">${escapeHtml(label(r))}</div>` +
+            tooltipLine("#888", "A", fmtDuration(Number(r[`${metric}_a`]))) + "<br>" +
+            tooltipLine("#888", "B", fmtDuration(Number(r[`${metric}_b`]))) + "<br>" +
+            tooltipLine(String(p.color), "B − A", fmtDeltaDuration(Number(r[key])));
+        },
+      },
+      grid: { left: 260, right: 40, top: 10, bottom: 30 },
+      xAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDeltaDuration(v) } },
+      yAxis: { type: "category", data: top.map((r) => shortName(label(r), 38)), axisLabel: { width: 250, overflow: "truncate" } },
+      series: [{
+        type: "bar",
+        data: top.map((r) => ({ value: Number(r[key]), itemStyle: { color: Number(r[key]) > 0 ? "#ee6666" : "#3ba272" } })),
+      }],
+    },
+  };
+}
+
+type PathRow = DiffRow & {
+  _children: PathRow[];
+  _label: string;
+};
+
+export function nestPaths(rows: DiffRow[]): PathRow[] {
+  const byPath = new Map<string, PathRow>();
+  for (const r of rows) byPath.set(String(r.path), { ...r, _children: [], _label: String(r.path).split("/").pop() ?? String(r.path) });
+  const roots: PathRow[] = [];
+  for (const r of byPath.values()) {
+    const p = String(r.path);
+    const cut = p.lastIndexOf("/");
+    const parent = cut > 0 ? byPath.get(p.slice(0, cut)) : undefined;
+    if (parent) parent._children.push(r);
+    else roots.push(r);
+  }
+  return roots;
+}
+
+export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }) {
+  const [table, setTable] = useState<"operators" | "kernels" | "modules">("operators");
+  const [metric, setMetric] = useState<Metric>("host_self_ns");
+  const erun = st.erun && runs.includes(st.erun) ? st.erun : runs[runs.length > 1 ? 1 : 0];
+  const params = {
+    run: sel.run,
+    worker: st.worker,
+    span: st.span,
+    exp_run: erun,
+    exp_worker: st.eworker,
+    exp_span: st.espan,
+  };
+  const diff = useApi<DiffReply>(sel.run && erun ? "diff" : null, params);
+  const effMetric: Metric = table === "kernels" ? "total_ns" : metric === "total_ns" ? "host_self_ns" : metric;
+
+  const chart = useMemo(() => {
+    if (!diff.data) return null;
+    const rows = table === "operators" ? diff.data.operators : table === "kernels" ? diff.data.kernels : diff.data.modules;
+    return deltaChart(rows, effMetric, (r) => String(table === "modules" ? r.path : r.name));
+  }, [diff.data, table, effMetric]);
+
+  const opCols: Col<DiffRow>[] = [
+    { id: "name", header: "Operator", value: (r) => String(r.name ?? ""), width: 220 },
+    { id: "side", header: "In", value: (r) => SIDE[r.side] ?? r.side, nowrap: true },
+    ...metricCols("calls", "Calls", "count"),
+    ...metricCols("host_self_ns", "Host self", "us"),
+    ...metricCols("host_total_ns", "Host total", "us"),
+    ...metricCols("device_self_ns", "Device self", "us"),
+    ...metricCols("device_total_ns", "Device total", "us"),
+  ];
+  const kCols: Col<DiffRow>[] = [
+    { id: "name", header: "Kernel", value: (r) => String(r.name ?? ""), width: 260 },
+    { id: "side", header: "In", value: (r) => SIDE[r.side] ?? r.side, nowrap: true },
+    ...metricCols("calls", "Calls", "count"),
+    ...metricCols("total_ns", "Time", "us"),
+  ];
+  const mCols: Col<PathRow>[] = [
+    { id: "name", header: "Module", value: (r) => r._label, width: 220 },
+    { id: "path", header: "Path", value: (r) => String(r.path ?? "") },
+    { id: "side", header: "In", value: (r) => SIDE[r.side] ?? r.side, nowrap: true },
+    ...(metricCols("calls", "Calls", "count") as Col<PathRow>[]),
+    ...(metricCols("host_total_ns", "Host total", "us") as Col<PathRow>[]),
+    ...(metricCols("device_total_ns", "Device total", "us") as Col<PathRow>[]),
+  ];
+  const modTree = useMemo(() => nestPaths(diff.data?.modules ?? []), [diff.data]);
+
+  if (!runs.length) return <Empty title="No runs to compare" />;
+  return (
+    <div className="view">
+      <div className="diff-pickers">
+        <SidePicker label="A (baseline)" runs={runs} run={sel.run} worker={st.worker} span={st.span} onChange={(p) => setState({ run: p.run, worker: p.worker, span: p.span })} />
+        <SidePicker label="B (experiment)" runs={runs} run={erun} worker={st.eworker} span={st.espan} onChange={(p) => setState({ erun: p.run, eworker: p.worker, espan: p.span })} />
+      </div>
+      <Loaded state={diff}>
+        {(d) => {
+          const s = d.summary;
+          const pct = s.step_time_avg_ns_a && s.step_time_avg_ns_delta != null ? (100 * s.step_time_avg_ns_delta) / s.step_time_avg_ns_a : null;
+          return (
+            <>
+              <Notes notes={d.notes} />
+              <div className="stats">
+                <Stat label="Average step, A" value={fmtDuration(s.step_time_avg_ns_a)} hint={`${s.num_steps_a ?? "?"} steps in ${s.traces_a} trace(s)`} />
+                <Stat label="Average step, B" value={fmtDuration(s.step_time_avg_ns_b)} hint={`${s.num_steps_b ?? "?"} steps in ${s.traces_b} trace(s)`} />
+                <Stat label="B − A" value={<span className={s.step_time_avg_ns_delta != null && s.step_time_avg_ns_delta > 0 ? "worse" : "better"}>{fmtDeltaDuration(s.step_time_avg_ns_delta)}{pct !== null ? ` (${pct > 0 ? "+" : ""}${fmtPct(pct)})` : ""}</span>} />
+              </div>
+              <div className="controls">
+                <Tabs label="Compare" value={table} onChange={setTable} options={[{ value: "operators", label: "Operators" }, { value: "kernels", label: "Kernels" }, { value: "modules", label: "Modules" }]} />
+                {table !== "kernels" && (
+                  <Select
+                    label="Chart"
+                    value={metric}
+                    onChange={(v) => setMetric(v as Metric)}
+                    options={[
+                      { value: "host_self_ns", label: "Host self" },
+                      { value: "host_total_ns", label: "Host total" },
+                      { value: "device_self_ns", label: "Device self" },
+                      { value: "device_total_ns", label: "Device total" },
+                    ]}
+                  />
+                )}
+                <span className="muted">Per-step averages; Δ = B − A (red: B slower).</span>
+              </div>
+              <Section title="Largest changes">
+                {chart && chart.top ? <Chart option={chart.option} dark={dark} height={Math.max(160, chart.top * 24 + 50)} ariaLabel="Largest changes" /> : <div className="muted">No differences in this measure.</div>}
+              </Section>
+              <Section title={table === "operators" ? "Operators" : table === "kernels" ? "Kernels" : "Modules"}>
+                {table === "operators" && (
+                  <DataTable rows={d.operators} cols={opCols} exportName={["diff", "operators"]} initialSort={{ id: "host_self_ns_delta", desc: true }} filterPlaceholder="Filter operators…" emptyText="No operators on either side." />
+                )}
+                {table === "kernels" && (
+                  <DataTable rows={d.kernels} cols={kCols} exportName={["diff", "kernels"]} initialSort={{ id: "total_ns_delta", desc: true }} filterPlaceholder="Filter kernels…" emptyText="No kernels on either side." />
+                )}
+                {table === "modules" && (
+                  <DataTable
+                    rows={modTree}
+                    cols={mCols}
+                    getSubRows={(r) => (r._children.length ? r._children : undefined)}
+                    exportName={["diff", "modules"]}
+                    filterPlaceholder="Filter modules…"
+                    rowKey={(r) => String(r.path)}
+                    emptyText="No module hierarchy on either side."
+                  />
+                )}
+              </Section>
+            </>
+          );
+        }}
+      </Loaded>
+    </div>
+  );
+}

@@ -1,0 +1,171 @@
+// Distributed: per rank, computation / communication / overlap / other (stacked bars),
+// communication split into waiting for the slowest rank vs transferring, the
+// collectives per rank, and the devices of each worker.
+
+import { useMemo, useState } from "react";
+import type { ViewProps } from "../App";
+import { useApi } from "../api/hooks";
+import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistWaitReply } from "../api/types";
+import { Chart, TOOLTIP_BASE, axisTooltip } from "../components/Chart";
+import { DataTable, type Col } from "../components/DataTable";
+import { Empty, KeyValues, Loaded, Notes, Section, Select, Tabs } from "../components/common";
+import { fmtBytes, fmtDuration } from "../util/format";
+
+function InfoBox({ info }: { info: DistInfo }) {
+  return (
+    <KeyValues
+      items={[
+        ["Backend", info.backend ?? "unknown"],
+        ["World size", info.world_size != null ? String(info.world_size) : "unknown"],
+        ["Ranks with traces", info.ranks.join(", ") || "none"],
+        ...(info.missing_ranks.length ? [["Missing ranks", info.missing_ranks.join(", ")] as [string, string]] : []),
+        ...Object.entries(info.workers).map(([r, w]): [string, string] => [`Rank ${r}`, `${w} · ${info.device_words[r] ?? ""} · measured on ${info.measured_on[r] ?? "?"}`]),
+      ]}
+    />
+  );
+}
+
+function stackedBars<T extends { rank: number; step?: number }>(rows: T[], series: { key: keyof T; name: string; color: string }[], perStep: boolean) {
+  const cats = rows.map((r) => (perStep ? `rank ${r.rank} · step ${r.step}` : `rank ${r.rank}`));
+  return {
+    tooltip: { ...TOOLTIP_BASE, trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip((v) => fmtDuration(v)) },
+    legend: { top: 0 },
+    grid: { left: 80, right: 20, top: 36, bottom: perStep ? 70 : 40 },
+    xAxis: { type: "category", data: cats, axisLabel: { rotate: perStep ? 30 : 0 } },
+    yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    series: series.map((s) => ({
+      name: s.name,
+      type: "bar",
+      stack: "t",
+      itemStyle: { color: s.color },
+      emphasis: { focus: "series" },
+      data: rows.map((r) => Number(r[s.key] ?? 0)),
+    })),
+  };
+}
+
+export function DistributedView({ sel, dark }: ViewProps) {
+  const p = { run: sel.run, span: sel.span };
+  const overlap = useApi<DistOverlapReply>("distributed/overlap", p);
+  const wait = useApi<DistWaitReply>("distributed/waittime", p);
+  const ops = useApi<DistCommOpsReply>("distributed/commops", p);
+  const gpu = useApi<DistGpuInfoReply>("distributed/gpuinfo", p);
+  const [perStep, setPerStep] = useState<"total" | "step">("total");
+  const [rank, setRank] = useState("all");
+
+  const overlapOpt = useMemo(() => {
+    if (!overlap.data) return null;
+    const rows = perStep === "step" ? overlap.data.steps : overlap.data.ranks;
+    // computation and communication include their overlap: stack the disjoint parts
+    const disjoint = rows.map((r) => ({
+      ...r,
+      comp_only: Math.max(0, r.computation_ns - r.overlap_ns),
+      comm_only: Math.max(0, r.communication_ns - r.overlap_ns),
+    }));
+    return stackedBars(disjoint, [
+      { key: "comp_only", name: "Computation (not overlapped)", color: "#5470c6" },
+      { key: "overlap_ns", name: "Overlapped", color: "#91cc75" },
+      { key: "comm_only", name: "Communication (not overlapped)", color: "#ee6666" },
+      { key: "other_ns", name: "Other", color: "#aaaaaa" },
+    ], perStep === "step");
+  }, [overlap.data, perStep]);
+
+  const waitOpt = useMemo(() => {
+    if (!wait.data) return null;
+    const rows = perStep === "step" ? wait.data.steps : wait.data.ranks;
+    return stackedBars(rows, [
+      { key: "transfer_ns", name: "Data transfer", color: "#73c0de" },
+      { key: "wait_ns", name: "Synchronizing (waiting)", color: "#fc8452" },
+    ], perStep === "step");
+  }, [wait.data, perStep]);
+
+  const opCols: Col<CommOpRow>[] = [
+    { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
+    { id: "name", header: "Collective", value: (r) => r.name, width: 180 },
+    { id: "pg", header: "Process group", value: (r) => r.pg_name },
+    { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
+    { id: "bytes", header: "Data", value: (r) => r.bytes, kind: "bytes" },
+    { id: "total", header: "Total time", value: (r) => r.total_ns, kind: "us" },
+    { id: "avg", header: "Mean time", value: (r) => r.avg_ns, kind: "us" },
+    { id: "wait", header: "Waiting", value: (r) => r.wait_ns, kind: "us" },
+    { id: "transfer", header: "Transfer", value: (r) => r.transfer_ns, kind: "us" },
+  ];
+
+  return (
+    <div className="view">
+      <div className="controls">
+        <Tabs label="Per rank or per step" value={perStep} onChange={setPerStep} options={[{ value: "total", label: "Per rank" }, { value: "step", label: "Per rank and step" }]} />
+      </div>
+      <Loaded state={overlap}>
+        {(o) => (
+          <>
+            <Notes notes={o.notes} />
+            <div className="grid-1-1">
+              <Section title="Job">
+                <InfoBox info={o.info} />
+              </Section>
+              <Section title="Devices">
+                <Loaded state={gpu}>
+                  {(g) => (
+                    <ul className="plain">
+                      {g.workers.map((w) => (
+                        <li key={w.worker}>
+                          <b>rank {w.rank}</b> <span className="mono">{w.worker}</span>:{" "}
+                          {w.devices.length
+                            ? w.devices.map((dv) => `${dv.kind} ${dv.id}${dv.name ? ` ${dv.name}` : ""}${dv.total_memory ? ` (${fmtBytes(dv.total_memory)})` : ""}`).join("; ")
+                            : "CPU only"}
+                        </li>
+                      ))}
+                    </ul>
+                  )}
+                </Loaded>
+              </Section>
+            </div>
+            <Section title="Computation and communication">
+              {overlapOpt && (o.ranks.length ? <Chart option={overlapOpt} dark={dark} height={320} ariaLabel="Computation and communication per rank" /> : <Empty title="No ranks" />)}
+            </Section>
+          </>
+        )}
+      </Loaded>
+      <Section title="Communication: waiting vs transfer">
+        <Loaded state={wait}>
+          {(w) => (
+            <>
+              <Notes notes={w.notes} />
+              {waitOpt && w.ranks.length ? <Chart option={waitOpt} dark={dark} height={300} ariaLabel="Waiting vs transfer per rank" /> : <Empty title="No collectives">No communication operators were found in the traces.</Empty>}
+            </>
+          )}
+        </Loaded>
+      </Section>
+      <Section
+        title="Collectives"
+        actions={
+          ops.data && (
+            <Select
+              label="Rank"
+              value={rank}
+              options={[{ value: "all", label: "All ranks" }, ...[...new Set(ops.data.rows.map((r) => r.rank))].sort((a, b) => a - b).map((r) => ({ value: String(r), label: `rank ${r}` }))]}
+              onChange={setRank}
+            />
+          )
+        }
+      >
+        <Loaded state={ops}>
+          {(d) => (
+            <>
+              <Notes notes={d.notes} />
+              <DataTable
+                rows={rank === "all" ? d.rows : d.rows.filter((r) => String(r.rank) === rank)}
+                cols={opCols}
+                exportName={[sel.run, "collectives"]}
+                initialSort={{ id: "total", desc: true }}
+                filterPlaceholder="Filter collectives…"
+                emptyText="No collectives."
+              />
+            </>
+          )}
+        </Loaded>
+      </Section>
+    </div>
+  );
+}

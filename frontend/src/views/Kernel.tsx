@@ -1,0 +1,98 @@
+// Kernel: device time by kernel (pie), share on tensor cores (pie), and the kernel
+// table by name or by name + launching operator + launch configuration.
+
+import { useMemo } from "react";
+import type { ViewProps } from "../App";
+import { useApi } from "../api/hooks";
+import type { KernelPieReply, KernelRow, KernelTableReply, TcPieReply } from "../api/types";
+import { DataTable, type Col } from "../components/DataTable";
+import { Empty, Loaded, Notes, Section, Select } from "../components/common";
+import { setState } from "../state/store";
+import { fmtDuration, fmtPct } from "../util/format";
+import { Pie } from "./Operator";
+
+const KGROUPS = [
+  { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
+  { value: "Kernel", label: "Kernel" },
+];
+
+export function KernelView({ st, sel, dark }: ViewProps) {
+  const group = st.kgroup === "Kernel" ? "Kernel" : "KernelNameAndOp";
+  const top = st.top ?? "10";
+  const pie = useApi<KernelPieReply>("kernel", { ...sel, top });
+  const tc = useApi<TcPieReply>("kernel/tc_pie", sel);
+  const table = useApi<KernelTableReply>("kernel/table", { ...sel, group_by: group });
+
+  const cols = useMemo(() => {
+    const c: Col<KernelRow>[] = [{ id: "name", header: "Kernel", value: (r) => r.name, width: 260 }];
+    if (group === "KernelNameAndOp") {
+      c.push(
+        { id: "op", header: "Operator", value: (r) => r.op ?? "" },
+        { id: "grid", header: "Grid", value: (r) => r.grid ?? "", noFilter: true },
+        { id: "block", header: "Block", value: (r) => r.block ?? "", noFilter: true },
+        { id: "regs", header: "Registers / thread", value: (r) => r.registers ?? null, kind: "count" },
+        { id: "smem", header: "Shared memory", value: (r) => r.shared_memory ?? null, kind: "bytes" },
+      );
+    }
+    c.push(
+      { id: "tc", header: "Uses tensor cores", value: (r) => r.tensor_cores, kind: "bool" },
+      ...(group === "KernelNameAndOp" ? [{ id: "optc", header: "Op tensor-core eligible", value: (r: KernelRow) => r.op_tc_eligible ?? null, kind: "bool" as const }] : []),
+      { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
+      { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us" },
+      { id: "mean", header: "Mean", value: (r) => r.mean_ns, kind: "us" },
+      { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us" },
+      { id: "min", header: "Min", value: (r) => r.min_ns, kind: "us" },
+      { id: "bps", header: "Mean blocks per SM", value: (r) => r.blocks_per_sm, kind: "num" },
+      { id: "occ", header: "Mean est. achieved occupancy", value: (r) => r.occupancy, kind: "pct" },
+    );
+    return c;
+  }, [group]);
+
+  return (
+    <div className="view">
+      <div className="controls">
+        <Select label="Group by" value={group} options={KGROUPS} onChange={(v) => setState({ kgroup: v })} />
+        <Select label="Top" value={top} options={["5", "10", "20", "50"]} onChange={(v) => setState({ top: v }, true)} />
+      </div>
+      <Section title="Device time">
+        <Loaded state={pie}>
+          {(p) =>
+            p.rows.length ? (
+              <div className="grid-2x2">
+                <Pie title={`Kernels (total ${fmtDuration(p.total_ns)})`} slices={p.rows} dark={dark} />
+                <Loaded state={tc}>
+                  {(t) => <Pie title={`Tensor cores (${fmtPct(t.using_tc_pct)} of kernel time)`} slices={t.rows} dark={dark} empty="No kernel time." />}
+                </Loaded>
+              </div>
+            ) : (
+              <Empty title="No kernels">{p.notes?.[0] ?? "This trace has no device kernels — was ProfilerActivity.CUDA (or your device's activity) enabled?"}</Empty>
+            )
+          }
+        </Loaded>
+      </Section>
+      <Section title="Kernels">
+        <Loaded state={table}>
+          {(t) =>
+            t.rows.length ? (
+              <>
+                <Notes notes={t.notes} />
+                <DataTable
+                  rows={t.rows}
+                  cols={cols}
+                  exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "kernels", group]}
+                  initialSort={{ id: "total", desc: true }}
+                  filter={st.q ?? ""}
+                  onFilterChange={(v) => setState({ q: v }, true)}
+                  filterPlaceholder="Filter kernels or operators…"
+                />
+                <div className="muted small-note">Times in µs. Blocks per SM and occupancy are duration-weighted means; “–” where the trace has no launch data.</div>
+              </>
+            ) : (
+              <Empty title="No kernels">{t.notes?.[0] ?? "This trace has no device kernels — was ProfilerActivity.CUDA enabled?"}</Empty>
+            )
+          }
+        </Loaded>
+      </Section>
+    </div>
+  );
+}

@@ -1,0 +1,183 @@
+// Memory: allocated / reserved over time per device; selecting a range on the curve
+// (the slider under it, or Ctrl+wheel / drag inside) filters the per-operator
+// statistics and the allocation events below it.
+
+import { useMemo, useRef } from "react";
+import type { ViewProps } from "../App";
+import { useApi } from "../api/hooks";
+import type { MemoryCurveReply, MemoryEventRow, MemoryEventsReply, MemoryReply, MemoryStatRow } from "../api/types";
+import { Chart, TOOLTIP_BASE } from "../components/Chart";
+import { DataTable, type Col } from "../components/DataTable";
+import { Empty, Loaded, Notes, Section, Select, Stat } from "../components/common";
+import { setState } from "../state/store";
+import { escapeHtml, tooltipLine } from "../util/escape";
+import { fmtBytes, fmtDuration, fmtPct } from "../util/format";
+
+function parseNs(s: string | undefined): number | null {
+  return s && /^\d+$/.test(s) ? Number(s) : null;
+}
+
+const statCols: Col<MemoryStatRow>[] = [
+  { id: "name", header: "Operator", value: (r) => r.name, width: 220 },
+  { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
+  { id: "inc", header: "Size increase", value: (r) => r.size_increase, kind: "bytes", title: "Allocated minus freed, the operator and its children" },
+  { id: "sinc", header: "Self size increase", value: (r) => r.self_size_increase, kind: "bytes" },
+  { id: "acount", header: "Allocations", value: (r) => r.allocation_count, kind: "count" },
+  { id: "sacount", header: "Self allocations", value: (r) => r.self_allocation_count, kind: "count" },
+  { id: "asize", header: "Allocation size", value: (r) => r.allocation_size, kind: "bytes" },
+  { id: "sasize", header: "Self allocation size", value: (r) => r.self_allocation_size, kind: "bytes" },
+  { id: "fcount", header: "Frees", value: (r) => r.free_count, kind: "count" },
+  { id: "fsize", header: "Free size", value: (r) => r.free_size, kind: "bytes" },
+];
+
+const eventCols: Col<MemoryEventRow>[] = [
+  { id: "op", header: "Operator", value: (r) => r.op ?? "", width: 180 },
+  { id: "parent", header: "Parent operator", value: (r) => r.parent_op ?? "" },
+  { id: "bytes", header: "Size", value: (r) => r.bytes, kind: "bytes" },
+  { id: "alloc", header: "Allocated at", value: (r) => r.alloc_ns, kind: "us", title: "From the trace's first event (µs); empty: allocated before the trace" },
+  { id: "free", header: "Freed at", value: (r) => r.free_ns, kind: "us", title: "Empty: still allocated at the end of the trace" },
+  { id: "dur", header: "Lifetime", value: (r) => r.duration_ns, kind: "us" },
+  { id: "freeop", header: "Freed by", value: (r) => r.free_op ?? "" },
+  { id: "addr", header: "Address", value: (r) => String(r.addr), noFilter: true },
+];
+
+function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string; dark: boolean; range: [number, number] | null }) {
+  const pts = d.curves[device] ?? [];
+  const peak = d.peaks.find((p) => p.device === device);
+  const extent: [number, number] = pts.length ? [pts[0].ts_ns, pts[pts.length - 1].ts_ns] : [0, 1];
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const option = useMemo(() => {
+    const hasReserved = pts.some((p) => p.reserved !== null);
+    const span = Math.max(1, extent[1] - extent[0]);
+    const pct = (v: number) => (100 * (v - extent[0])) / span;
+    return {
+      tooltip: {
+        ...TOOLTIP_BASE,
+        trigger: "axis",
+        formatter: (ps: any[]) => {
+          const t = Number(ps[0]?.value?.[0] ?? 0);
+          return `<div class="tt-title">${escapeHtml(fmtDuration(t))}</div>` +
+            ps.map((p) => tooltipLine(String(p.color), p.seriesName, fmtBytes(Number(p.value?.[1])))).join("<br>");
+        },
+      },
+      legend: { top: 0 },
+      grid: { left: 80, right: 30, top: 36, bottom: 70 },
+      xAxis: { type: "value", min: extent[0], max: extent[1], axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+      yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtBytes(v) } },
+      dataZoom: [
+        { type: "slider", xAxisIndex: 0, filterMode: "none", bottom: 12, start: range ? pct(range[0]) : 0, end: range ? pct(range[1]) : 100, labelFormatter: (v: number) => fmtDuration(v) },
+        { type: "inside", xAxisIndex: 0, filterMode: "none", zoomOnMouseWheel: "ctrl", moveOnMouseWheel: false, moveOnMouseMove: true },
+      ],
+      series: [
+        {
+          name: "Allocated",
+          type: "line",
+          step: "end",
+          showSymbol: false,
+          sampling: "lttb",
+          areaStyle: { opacity: 0.15 },
+          data: pts.map((p) => [p.ts_ns, p.allocated]),
+          markPoint: peak?.peak_allocated_ns != null && peak.peak_allocated != null
+            ? { symbolSize: 36, label: { formatter: "peak" }, data: [{ coord: [peak.peak_allocated_ns, peak.peak_allocated], value: "peak" }] }
+            : undefined,
+        },
+        ...(hasReserved ? [{ name: "Reserved", type: "line", step: "end", showSymbol: false, data: pts.map((p) => [p.ts_ns, p.reserved]) }] : []),
+      ],
+    };
+  }, [d, device, range?.[0], range?.[1]]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const events = useMemo(() => ({
+    datazoom: (p: any) => {
+      const b = p.batch?.[0] ?? p;
+      const s = typeof b.start === "number" ? b.start : 0;
+      const e = typeof b.end === "number" ? b.end : 100;
+      const span = extent[1] - extent[0];
+      const whole = s <= 0.01 && e >= 99.99;
+      const a = Math.floor(extent[0] + (s / 100) * span);
+      const z = Math.ceil(extent[0] + (e / 100) * span);
+      if (timer.current) clearTimeout(timer.current);
+      timer.current = setTimeout(() => setState(whole ? { m0: undefined, m1: undefined } : { m0: String(a), m1: String(z) }, true), 250);
+    },
+  }), [extent[0], extent[1]]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  if (!pts.length) return <Empty title={`No memory records for ${device}`} />;
+  return <Chart option={option} dark={dark} height={340} events={events} ariaLabel={`Memory over time, ${device}`} />;
+}
+
+export function MemoryView({ st, sel, dark }: ViewProps) {
+  const curve = useApi<MemoryCurveReply>("memory_curve", sel);
+  const m0 = parseNs(st.m0);
+  const m1 = parseNs(st.m1);
+  const range: [number, number] | null = m0 !== null && m1 !== null && m1 > m0 ? [m0, m1] : null;
+  const device = st.dev && curve.data?.devices.includes(st.dev) ? st.dev : curve.data?.default_device ?? curve.data?.devices[0] ?? undefined;
+  const rangeParams = { start_ns: range?.[0], end_ns: range?.[1] };
+  const stats = useApi<MemoryReply>(curve.data && device ? "memory" : null, { ...sel, device, ...rangeParams }, { keepStale: true });
+  const events = useApi<MemoryEventsReply>(curve.data && device ? "memory_events" : null, { ...sel, device, ...rangeParams }, { keepStale: true });
+
+  return (
+    <Loaded state={curve}>
+      {(c) => {
+        if (!c.devices.length) {
+          return (
+            <Empty title="No memory records">
+              {c.notes?.[0] ?? "This trace has no [memory] events. Profile with profile_memory=True to see memory."}
+            </Empty>
+          );
+        }
+        const peak = c.peaks.find((p) => p.device === device);
+        return (
+          <div className="view">
+            <Notes notes={c.notes} />
+            <div className="controls">
+              <Select label="Device" value={device ?? ""} options={c.devices} onChange={(v) => setState({ dev: v, m0: undefined, m1: undefined })} />
+              {range ? (
+                <>
+                  <span className="muted">
+                    Range {fmtDuration(range[0])} – {fmtDuration(range[1])} ({fmtDuration(range[1] - range[0])})
+                  </span>
+                  <button type="button" className="small" onClick={() => setState({ m0: undefined, m1: undefined }, true)}>
+                    Reset range
+                  </button>
+                </>
+              ) : (
+                <span className="muted">Drag the slider under the curve to select a time range: the tables follow it.</span>
+              )}
+            </div>
+            {peak && (
+              <div className="stats">
+                <Stat label="Peak allocated" value={fmtBytes(peak.peak_allocated)} hint={peak.reconstructed ? "Reconstructed from the allocations and frees in the trace" : undefined} />
+                {peak.peak_allocated_ns != null && <Stat label="Peak at" value={fmtDuration(peak.peak_allocated_ns)} />}
+                <Stat label="Peak reserved" value={fmtBytes(peak.peak_reserved)} />
+                <Stat label="Device memory" value={fmtBytes(peak.total_memory)} />
+                {peak.total_memory && peak.peak_allocated != null ? <Stat label="Peak / device memory" value={fmtPct((100 * peak.peak_allocated) / peak.total_memory)} /> : null}
+              </div>
+            )}
+            <Section title={`Memory over time — ${device}`}>
+              {device && <Curve d={c} device={device} dark={dark} range={range} />}
+            </Section>
+            <Section title="Memory by operator">
+              <Loaded state={stats}>
+                {(s) => (
+                  <>
+                    <Notes notes={(s.notes ?? []).filter((n) => !(c.notes ?? []).includes(n))} />
+                    <DataTable rows={s.rows} cols={statCols} exportName={[sel.run, "memory-stats", device]} initialSort={{ id: "inc", desc: true }} filterPlaceholder="Filter operators…" emptyText="No allocations in this range." />
+                  </>
+                )}
+              </Loaded>
+            </Section>
+            <Section title="Allocations">
+              <Loaded state={events}>
+                {(e) => (
+                  <>
+                    {e.truncated && <div className="notes-inline">Showing the first {e.rows.length} of {e.total} allocations: select a smaller range to see the rest.</div>}
+                    <DataTable rows={e.rows} cols={eventCols} exportName={[sel.run, "memory-events", device]} initialSort={{ id: "alloc", desc: false }} filterPlaceholder="Filter by operator…" emptyText={range ? "No allocations in this range." : "No allocation/free pairs (see the notes above)."} />
+                  </>
+                )}
+              </Loaded>
+            </Section>
+          </div>
+        );
+      }}
+    </Loaded>
+  );
+}

@@ -1,0 +1,170 @@
+// Operator: where host and device time goes by operator — four pies (host/device,
+// self/total) and a table grouped by operator or operator + input shape, each row
+// expanding to its distinct Python call stacks (frames link to the source in VS Code).
+
+import { useMemo } from "react";
+import type { ViewProps } from "../App";
+import { useApi } from "../api/hooks";
+import type { OperationPieReply, OperatorRow, OperatorStackReply, PieSlice, StackRow } from "../api/types";
+import { Chart, TOOLTIP_BASE, pieTooltip, shortName } from "../components/Chart";
+import { DataTable, type Col } from "../components/DataTable";
+import { Empty, Loaded, Notes, Section, Select } from "../components/common";
+import { StackFrames } from "../components/StackFrames";
+import { setState } from "../state/store";
+import { fmtDuration } from "../util/format";
+
+export const GROUPS = [
+  { value: "Operation", label: "Operator" },
+  { value: "OperationAndInputShape", label: "Operator + input shape" },
+];
+
+export function Pie({ title, slices, dark, empty }: { title: string; slices: PieSlice[]; dark: boolean; empty?: string }) {
+  const option = useMemo(() => ({
+    title: { text: title, left: "center", top: 0, textStyle: { fontSize: 13, fontWeight: 500 } },
+    tooltip: { ...TOOLTIP_BASE, trigger: "item", formatter: pieTooltip((v) => fmtDuration(v)) },
+    legend: { type: "scroll", orient: "vertical", right: 0, top: 28, bottom: 0, width: "42%", formatter: (n: string) => shortName(n, 32), tooltip: { show: true } },
+    series: [{
+      type: "pie",
+      radius: ["30%", "62%"],
+      center: ["28%", "55%"],
+      label: { show: false },
+      data: slices.map((s) => ({ name: s.name, value: s.value_ns })),
+    }],
+  }), [title, slices]);
+  const total = slices.reduce((a, s) => a + s.value_ns, 0);
+  if (!slices.length || total <= 0) {
+    return (
+      <div className="pie-empty">
+        <div className="pie-title">{title}</div>
+        <div className="muted">{empty ?? "No time recorded."}</div>
+      </div>
+    );
+  }
+  return <Chart option={option} dark={dark} height={260} ariaLabel={title} />;
+}
+
+function Stacks({ sel, group, row }: { sel: ViewProps["sel"]; group: string; row: OperatorRow }) {
+  const state = useApi<OperatorStackReply>("operation/stack", {
+    ...sel,
+    group_by: group,
+    op_name: row.name,
+    input_shape: group === "OperationAndInputShape" ? row.input_shape ?? "" : undefined,
+  });
+  return (
+    <Loaded state={state}>
+      {(d) => {
+        if (!d.rows.length) return <div className="muted">No calls.</div>;
+        const cols: Col<StackRow>[] = [
+          { id: "frames", header: "Call stack (innermost first)", value: (r) => r.frames.map((f) => `${f.func ?? ""} ${f.file ?? ""}:${f.line ?? ""}`).join(" ← "), render: (r) => <StackFrames frames={r.frames} /> },
+          { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
+          { id: "dself", header: "Device self", value: (r) => r.device_self_ns, kind: "us" },
+          { id: "dtotal", header: "Device total", value: (r) => r.device_total_ns, kind: "us" },
+          { id: "hself", header: "Host self", value: (r) => r.host_self_ns, kind: "us" },
+          { id: "htotal", header: "Host total", value: (r) => r.host_total_ns, kind: "us" },
+        ];
+        return (
+          <div className="nested">
+            <DataTable
+              rows={d.rows}
+              cols={cols}
+              exportName={[sel.run, row.name, "stacks"]}
+              initialSort={{ id: "htotal", desc: true }}
+              pageSize={25}
+              filterPlaceholder="Filter stacks by file or function…"
+              rowKey={(r) => String(r.stack_id)}
+            />
+          </div>
+        );
+      }}
+    </Loaded>
+  );
+}
+
+export function OperatorView({ st, sel, dark }: ViewProps) {
+  const group = st.group === "OperationAndInputShape" ? "OperationAndInputShape" : "Operation";
+  const top = st.top ?? "10";
+  const pies = useApi<OperationPieReply>("operation", { ...sel, group_by: group, top });
+  const table = useApi<{ group_by: string; has_device: boolean; rows: OperatorRow[]; notes?: string[] }>("operation/table", { ...sel, group_by: group });
+
+  const cols = useMemo(() => {
+    const hasDevice = table.data?.has_device ?? false;
+    const c: Col<OperatorRow>[] = [{ id: "name", header: "Name", value: (r) => r.name, width: 220 }];
+    if (group === "OperationAndInputShape") c.push({ id: "shape", header: "Input shape", value: (r) => r.input_shape ?? "", width: 160 });
+    c.push({ id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" });
+    if (hasDevice) {
+      c.push(
+        { id: "dself", header: "Device self", value: (r) => r.device_self_ns, kind: "us", title: "Device time of kernels launched by the operator itself (µs)" },
+        { id: "dtotal", header: "Device total", value: (r) => r.device_total_ns, kind: "us", title: "Device time of kernels launched by the operator and its children (µs)" },
+      );
+    }
+    c.push(
+      { id: "hself", header: "Host self", value: (r) => r.host_self_ns, kind: "us", title: "Host time in the operator minus its child operators (µs)" },
+      { id: "htotal", header: "Host total", value: (r) => r.host_total_ns, kind: "us", title: "Host time in the operator and its children (µs)" },
+    );
+    if (hasDevice) {
+      c.push(
+        { id: "tce", header: "Tensor cores eligible", value: (r) => r.tc_eligible, kind: "bool" },
+        { id: "tcs", header: "Self on tensor cores", value: (r) => r.tc_self_pct, kind: "pct" },
+        { id: "tct", header: "Total on tensor cores", value: (r) => r.tc_total_pct, kind: "pct" },
+      );
+    }
+    return c;
+  }, [group, table.data]);
+
+  return (
+    <div className="view">
+      <div className="controls">
+        <Select label="Group by" value={group} options={GROUPS} onChange={(v) => setState({ group: v }, false)} />
+        <Select label="Top" value={top} options={["5", "10", "20", "50"]} onChange={(v) => setState({ top: v }, true)} title="Slices in the pies; the rest is 'Other'" />
+      </div>
+      <Section title="Time by operator">
+        <Loaded state={pies}>
+          {(p) => (
+            <>
+              <Notes notes={p.notes} />
+              <div className="grid-2x2">
+                {p.device_self.length > 0 || p.device_total.length > 0 ? (
+                  <>
+                    <Pie title="Device self time" slices={p.device_self} dark={dark} />
+                    <Pie title="Device total time" slices={p.device_total} dark={dark} />
+                  </>
+                ) : null}
+                <Pie title="Host self time" slices={p.host_self} dark={dark} />
+                <Pie title="Host total time" slices={p.host_total} dark={dark} />
+              </div>
+              {p.device_self.length === 0 && p.device_total.length === 0 && (
+                <div className="muted small-note">No device time: this trace has no device events — was ProfilerActivity.CUDA enabled?</div>
+              )}
+            </>
+          )}
+        </Loaded>
+      </Section>
+      <Section title="Operators">
+        <Loaded state={table}>
+          {(t) =>
+            t.rows.length ? (
+              <>
+                <Notes notes={t.notes} />
+                <DataTable
+                  rows={t.rows}
+                  cols={cols}
+                  exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "operators", group]}
+                  initialSort={{ id: t.has_device ? "dself" : "hself", desc: true }}
+                  filter={st.q ?? ""}
+                  onFilterChange={(v) => setState({ q: v }, true)}
+                  filterPlaceholder="Filter operators…"
+                  renderExpanded={(r) => <Stacks sel={sel} group={group} row={r} />}
+                  expandLabel="Show call stacks"
+                  rowKey={(r, i) => `${r.name}\u0000${r.input_shape ?? ""}\u0000${i}`}
+                />
+                <div className="muted small-note">Times in µs. Expand a row (▸) for its Python call stacks.</div>
+              </>
+            ) : (
+              <Empty title="No operators">{t.notes?.[0] ?? "The trace has no CPU operator events (cpu_op)."}</Empty>
+            )
+          }
+        </Loaded>
+      </Section>
+    </div>
+  );
+}

@@ -1,0 +1,179 @@
+// Overview: the step-time breakdown per step and on average, the headline numbers,
+// the device summary, recommendations, and the steps.
+
+import { useMemo } from "react";
+import type { ViewProps } from "../App";
+import { useApi } from "../api/hooks";
+import type { DeviceRow, OverviewReply, Recommendation, Step } from "../api/types";
+import { Chart, PALETTE, TOOLTIP_BASE, axisTooltip, pieTooltip } from "../components/Chart";
+import { DataTable, type Col } from "../components/DataTable";
+import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/common";
+import { setState } from "../state/store";
+import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
+
+const CAT_COLORS: Record<string, string> = {
+  kernel: "#5470c6",
+  memcpy: "#fac858",
+  memset: "#fc8452",
+  communication: "#9a60b4",
+  runtime: "#ee6666",
+  dataloader: "#73c0de",
+  cpu_exec: "#91cc75",
+  other: "#aaaaaa",
+};
+
+function BreakdownCharts({ data, dark }: { data: OverviewReply; dark: boolean }) {
+  const labels = data.breakdown.labels;
+  const cats = Object.keys(labels);
+  const steps = data.breakdown.ns.filter((r) => Number(r.step) !== -1);
+  const avg = data.breakdown.ns.find((r) => Number(r.step) === -1);
+  const rows = avg ? [...steps, avg] : steps;
+  const barOption = useMemo(() => ({
+    tooltip: { ...TOOLTIP_BASE, trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip((v) => fmtDuration(v)) },
+    legend: { type: "scroll", top: 0 },
+    grid: { left: 70, right: 20, top: 40, bottom: 40 },
+    xAxis: { type: "category", data: rows.map((r) => (Number(r.step) === -1 ? "Average" : String(r.step))), name: "Step", nameLocation: "middle", nameGap: 26 },
+    yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    series: cats.map((c, i) => ({
+      name: labels[c],
+      type: "bar",
+      stack: "step",
+      emphasis: { focus: "series" },
+      itemStyle: { color: CAT_COLORS[c] ?? PALETTE[i % PALETTE.length] },
+      data: rows.map((r, j) => ({
+        value: Number(r[`${c}_ns`] ?? 0),
+        itemStyle: j === steps.length && avg ? { opacity: 0.75, decal: { symbol: "rect", dashArrayX: [1, 0], dashArrayY: [2, 3], rotation: -0.7 } } : undefined,
+      })),
+    })),
+  }), [data]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const pieOption = useMemo(() => ({
+    title: { text: "Average step", left: "center", top: 0, textStyle: { fontSize: 13, fontWeight: 500 } },
+    tooltip: { ...TOOLTIP_BASE, trigger: "item", formatter: pieTooltip((v) => fmtDuration(v)) },
+    series: [{
+      type: "pie",
+      radius: ["35%", "62%"],
+      center: ["50%", "52%"],
+      label: { formatter: (p: { name: string; percent: number }) => `${p.name}\n${p.percent.toFixed(1)}%` },
+      data: cats
+        .map((c) => ({ name: labels[c], value: Number(data.summary.average_ns[c] ?? 0), itemStyle: { color: CAT_COLORS[c] } }))
+        .filter((d) => d.value > 0),
+    }],
+  }), [data]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  if (!rows.length) return <Empty title="No steps to break down">{data.notes[0] ?? "The trace has no ProfilerStep ranges and no events to use as one step."}</Empty>;
+  return (
+    <div className="grid-2-1">
+      <Chart option={barOption} dark={dark} height={340} ariaLabel="Step time breakdown per step" />
+      <Chart option={pieOption} dark={dark} height={340} ariaLabel="Average step time breakdown" />
+    </div>
+  );
+}
+
+function RecommendationList({ recs }: { recs: Recommendation[] }) {
+  if (!recs.length) return <div className="muted">No recommendations: nothing in this trace matched a known performance pattern.</div>;
+  return (
+    <ul className="recs">
+      {recs.map((r, i) => (
+        <li key={r.id + i} className={"rec sev-" + String(r.severity).replace(/[^a-z]/g, "")}>
+          <div className="rec-title">
+            <span className="sev">{r.severity}</span> {r.title}
+          </div>
+          <div className="rec-text">{r.text}</div>
+          {r.url && /^https?:\/\//.test(r.url) && (
+            <a className="rec-link" href={r.url} target="_blank" rel="noopener noreferrer">
+              Read more
+            </a>
+          )}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+export function OverviewView({ sel, dark }: ViewProps) {
+  const state = useApi<OverviewReply>("overview", sel);
+  return (
+    <Loaded state={state}>
+      {(d) => {
+        const dw = d.device_word || "Device";
+        const devCols: Col<DeviceRow>[] = [
+          { id: "device", header: dw, value: (r) => `${r.word ?? dw} ${r.device}` },
+          { id: "name", header: "Name", value: (r) => r.name ?? "" },
+          { id: "mem", header: "Memory", value: (r) => r.memory_bytes, kind: "bytes" },
+          { id: "cc", header: "Compute capability", value: (r) => r.compute_capability ?? "" },
+          { id: "sms", header: "SMs", value: (r) => r.num_sms, kind: "count" },
+          { id: "kernels", header: "Kernels", value: (r) => r.kernels, kind: "count" },
+          { id: "busy", header: "Busy", value: (r) => r.busy_ns, kind: "us", title: "Time with at least one kernel running (µs)" },
+          { id: "util", header: "Utilization", value: (r) => r.utilization_pct, kind: "pct", title: "Busy time over the steps' window" },
+          { id: "sm", header: "Est. SM efficiency", value: (r) => r.sm_efficiency_pct, kind: "pct" },
+          { id: "occ", header: "Est. achieved occupancy", value: (r) => r.occupancy_pct, kind: "pct" },
+          { id: "tc", header: "Kernel time using tensor cores", value: (r) => r.tensor_core_pct, kind: "pct" },
+        ];
+        const stepCols: Col<Step>[] = [
+          { id: "step", header: "Step", value: (r) => r.step, kind: "count" },
+          { id: "name", header: "Name", value: (r) => r.name },
+          { id: "start", header: "Start", value: (r) => r.start_ns, kind: "us", title: "From the trace's first event (µs)" },
+          { id: "dur", header: "Duration", value: (r) => r.dur_ns, kind: "us" },
+          { id: "dev", header: "Device events", value: (r) => r.device_events ?? null, kind: "count" },
+        ];
+        const s = d.summary;
+        return (
+          <div className="view">
+            <Notes notes={d.notes} />
+            <div className="stats">
+              <Stat label="Average step time" value={fmtDuration(s.step_time_avg_ns)} hint={s.whole_trace_step ? "No ProfilerStep in the trace: the whole trace counts as one step" : undefined} />
+              <Stat label={s.whole_trace_step ? "Steps (whole trace)" : "Steps"} value={String(s.num_steps)} hint={s.dropped_steps ? `${s.dropped_steps} incomplete step(s) left out` : undefined} />
+              {d.devices.map((dev) => (
+                <Stat key={dev.device} label={`${dev.word ?? dw} ${dev.device} utilization`} value={fmtPct(dev.utilization_pct)} />
+              ))}
+              {Object.entries(s.average_pct)
+                .sort((a, b) => b[1] - a[1])
+                .slice(0, 3)
+                .map(([k, v]) => (
+                  <Stat key={k} label={`${d.breakdown.labels[k] ?? k} share`} value={fmtPct(v)} />
+                ))}
+            </div>
+            <Section title="Step time breakdown">
+              <BreakdownCharts data={d} dark={dark} />
+            </Section>
+            <div className="grid-1-1">
+              <Section title="Configuration">
+                <KeyValues
+                  items={[
+                    ...d.environments.map((e): [string, string] => [e.title, e.value]),
+                    ...(d.origin_ns ? [["Trace start", fmtWallTime(d.origin_ns, 0)] as [string, string]] : []),
+                    ...(s.steps_span_ns ? [["Steps span", fmtDuration(s.steps_span_ns)] as [string, string]] : []),
+                  ]}
+                />
+              </Section>
+              <Section title="Recommendations">
+                <RecommendationList recs={d.recommendations} />
+              </Section>
+            </div>
+            <Section title={`${dw} summary`}>
+              {d.devices.length ? (
+                <DataTable rows={d.devices} cols={devCols} exportName={[sel.run, "devices"]} pageSize={50} />
+              ) : (
+                <Empty title={`No ${dw} activity`}>
+                  This trace has no device events — was ProfilerActivity.CUDA (or your device's activity) enabled?
+                </Empty>
+              )}
+            </Section>
+            <Section title="Steps">
+              <DataTable
+                rows={d.steps}
+                cols={stepCols}
+                exportName={[sel.run, "steps"]}
+                pageSize={50}
+                onRowClick={(r) => setState({ view: "Trace", t0: String(r.start_ns), t1: String(r.end_ns), ev: undefined })}
+                filterPlaceholder="Filter steps…"
+              />
+              <div className="muted small-note">Click a step to open it in the Trace view.</div>
+            </Section>
+          </div>
+        );
+      }}
+    </Loaded>
+  );
+}

@@ -1,0 +1,283 @@
+// Trace: the timeline of the selected span (timeline/Timeline) fed window by window
+// from the server, with search, flows of the selection and a details panel.
+
+import { useEffect, useMemo, useRef, useState } from "react";
+import type { ViewProps } from "../App";
+import { absoluteUrl, getJson } from "../api/client";
+import { useApi } from "../api/hooks";
+import type { EventDetailReply, TimelineReply } from "../api/types";
+import { Empty, ErrorBox, KeyValues, Notes, Progress } from "../components/common";
+import { setState } from "../state/store";
+import { Timeline, type FlowLink } from "../timeline/Timeline";
+import { fitRange, type Range, type Viewport } from "../timeline/coords";
+import { fmtCount, fmtDuration, fmtWallTime } from "../util/format";
+import type { LoadingReply } from "../api/types";
+import { StackFrames } from "../components/StackFrames";
+import { isStackArg, parseCallStack } from "../util/frames";
+
+function parseNs(s: string | undefined): number | null {
+  if (!s || !/^\d+$/.test(s)) return null;
+  const n = Number(s);
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+function argText(v: unknown): string {
+  if (v === null || v === undefined) return "";
+  if (typeof v === "string") return v;
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return String(v);
+  }
+}
+
+function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: number) => void; onZoom: () => void }) {
+  const e = d.event;
+  const args = Object.entries(d.args ?? {});
+  return (
+    <div className="details">
+      <div className="details-name selectable">{e.name}</div>
+      <div className="details-actions">
+        <button type="button" className="small" onClick={onZoom}>Zoom to event</button>
+      </div>
+      <KeyValues
+        items={[
+          ["Category", e.cat],
+          ["Start", `${fmtDuration(e.ts_ns)} after the trace start`],
+          ...(d.origin_ns ? [["Wall time", fmtWallTime(d.origin_ns, e.ts_ns)] as [string, string]] : []),
+          ["Duration", fmtDuration(e.dur_ns)],
+          ["Process", e.pid],
+          ["Thread / stream", e.tid],
+        ]}
+      />
+      {d.links.length > 0 && (
+        <>
+          <h3>Linked events</h3>
+          <ul className="links">
+            {d.links.map((l, k) => (
+              <li key={k}>
+                <span className="muted">{l.relation}</span>{" "}
+                <button type="button" className="link" onClick={() => onPick(l.i)} title={l.cat}>
+                  {l.name}
+                </button>
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+      <h3>Arguments</h3>
+      {args.length ? (
+        <dl className="kv args">
+          {args.map(([k, v]) => (
+            <div key={k} className="kv-row">
+              <dt>{k}</dt>
+              <dd className="selectable mono">{isStackArg(k, v) ? <StackFrames frames={parseCallStack(v)} /> : argText(v)}</dd>
+            </div>
+          ))}
+        </dl>
+      ) : (
+        <div className="muted">No arguments.</div>
+      )}
+    </div>
+  );
+}
+
+export function TraceView({ st, sel, dark }: ViewProps) {
+  const selKey = `${sel.run}\u0000${sel.worker ?? ""}\u0000${sel.span ?? ""}`;
+  const [data, setData] = useState<TimelineReply | null>(null);
+  const [bounds, setBounds] = useState<Range | null>(null);
+  const [vp, setVp] = useState<Viewport | null>(null);
+  const [error, setError] = useState<Error | null>(null);
+  const [progress, setProgress] = useState<LoadingReply | null>(null);
+  const [loading, setLoading] = useState(false);
+  const [search, setSearch] = useState("");
+  const [reveal, setReveal] = useState<{ track: number; depth: number; nonce: number } | null>(null);
+  const revealNext = useRef(false);
+  const width = useRef(1200);
+
+  // a new selection: start over
+  useEffect(() => {
+    setData(null);
+    setBounds(null);
+    setVp(null);
+    setError(null);
+  }, [selKey]);
+
+  const t0 = parseNs(st.t0);
+  const t1 = parseNs(st.t1);
+
+  // fetch the window (debounced while zooming / panning)
+  const want = vp ?? (t0 !== null && t1 !== null && t1 > t0 ? { start: t0, end: t1, width: width.current } : null);
+  const reqStart = want ? Math.floor(want.start) : null;
+  const reqEnd = want ? Math.ceil(want.end) : null;
+  const reqWidth = Math.min(10000, Math.max(100, Math.round(want?.width ?? width.current)));
+  useEffect(() => {
+    const ctrl = new AbortController();
+    const timer = setTimeout(() => {
+      setLoading(true);
+      getJson<TimelineReply>(
+        "trace",
+        { ...sel, start_ns: reqStart ?? undefined, end_ns: reqEnd ?? undefined, width: reqWidth },
+        ctrl.signal,
+        (p) => setProgress(p),
+      )
+        .then((r) => {
+          setProgress(null);
+          setError(null);
+          setData(r);
+          setLoading(false);
+          const b = { start: r.span.start_ns, end: Math.max(r.span.end_ns, r.span.start_ns + 1) };
+          setBounds((old) => (old && old.start === b.start && old.end === b.end ? old : b));
+          setVp((old) => old ?? { start: r.window.start_ns, end: Math.max(r.window.end_ns, r.window.start_ns + 1), width: width.current });
+        })
+        .catch((e: unknown) => {
+          if (ctrl.signal.aborted) return;
+          setLoading(false);
+          setError(e instanceof Error ? e : new Error(String(e)));
+        });
+    }, data ? 150 : 0);
+    return () => {
+      clearTimeout(timer);
+      ctrl.abort();
+    };
+  }, [selKey, reqStart, reqEnd, reqWidth]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  // the window in the URL (replace: zooming does not fill the history)
+  useEffect(() => {
+    if (!vp || !bounds) return;
+    const whole = vp.start <= bounds.start && vp.end >= bounds.end;
+    const timer = setTimeout(() => {
+      setState({ t0: whole ? undefined : String(Math.floor(vp.start)), t1: whole ? undefined : String(Math.ceil(vp.end)) }, true);
+    }, 300);
+    return () => clearTimeout(timer);
+  }, [vp?.start, vp?.end, bounds]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  // Back/Forward or a link changed the window in the URL
+  useEffect(() => {
+    if (!vp || t0 === null || t1 === null) return;
+    if (Math.abs(t0 - vp.start) > 1 || Math.abs(t1 - vp.end) > 1) setVp({ start: t0, end: t1, width: vp.width });
+  }, [st.t0, st.t1]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const selected = st.ev && /^\d+$/.test(st.ev) ? Number(st.ev) : null;
+  const details = useApi<EventDetailReply>(selected !== null ? "trace/event" : null, { ...sel, i: selected ?? undefined });
+
+  const zoomTo = (d: EventDetailReply) => {
+    if (!bounds || !vp) return;
+    setVp(fitRange(d.event.ts_ns, d.event.ts_ns + Math.max(d.event.dur_ns, 1), vp.width, bounds, 0.5));
+    setReveal({ track: d.event.track, depth: d.event.depth ?? 0, nonce: Date.now() });
+  };
+
+  useEffect(() => {
+    const d = details.data;
+    if (!d || !revealNext.current || !vp) return;
+    revealNext.current = false;
+    const e = d.event;
+    if (e.ts_ns + e.dur_ns < vp.start || e.ts_ns > vp.end || e.dur_ns > 0 && (vp.end - vp.start) / vp.width > e.dur_ns * 50) zoomTo(d);
+    else setReveal({ track: e.track, depth: e.depth ?? 0, nonce: Date.now() });
+  }, [details.data]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const flows = useMemo<FlowLink[]>(() => {
+    const d = details.data;
+    if (!d || selected === null || d.event.i !== selected) return [];
+    return d.links.map((l) => (l.relation === "launched" || l.relation === "launches" ? { from: selected, to: l.i } : { from: l.i, to: selected }));
+  }, [details.data, selected]);
+
+  const matches = useMemo(() => {
+    const q = search.trim().toLowerCase();
+    if (!q || !data) return null;
+    return data.events.filter((e) => e.name.toLowerCase().includes(q)).length;
+  }, [search, data]);
+
+  if (error && !data) return <ErrorBox error={error} />;
+  if (!data || !bounds || !vp) return <Progress progress={progress} />;
+  if (!data.tracks.length) {
+    return (
+      <Empty title="Nothing to draw">
+        {data.notes?.[0] ?? "This trace has no complete events (ph X) to show on a timeline."}
+      </Empty>
+    );
+  }
+  const span = vp.end - vp.start;
+  return (
+    <div className="view trace-view">
+      <div className="controls">
+        <input
+          type="search"
+          className="filter"
+          placeholder="Highlight events by name…"
+          value={search}
+          onChange={(e) => setSearch(e.target.value)}
+          aria-label="Highlight events by name"
+        />
+        {matches !== null && <span className="muted">{fmtCount(matches)} in view</span>}
+        <button type="button" className="small" onClick={() => setVp({ start: bounds.start, end: bounds.end, width: vp.width })}>
+          Whole trace
+        </button>
+        <button type="button" className="small" onClick={() => setVp(fitRange(vp.start + span * 0.25, vp.end - span * 0.25, vp.width, bounds, 0))}>
+          Zoom in
+        </button>
+        <button type="button" className="small" onClick={() => setVp(fitRange(vp.start - span / 2, vp.end + span / 2, vp.width, bounds, 0))}>
+          Zoom out
+        </button>
+        <a className="button small" href={absoluteUrl("trace/raw", sel)} download title="The trace file, for Perfetto or chrome://tracing">
+          Download trace
+        </a>
+        <span className="spacer" />
+        <span className="muted" title="Visible window, from the trace's first event">
+          {fmtDuration(vp.start)} – {fmtDuration(vp.end)} ({fmtDuration(span)}) · {fmtCount(data.counts.events)} events
+          {data.counts.busy ? `, ${fmtCount(data.counts.busy)} merged blocks` : ""}
+          {data.truncated ? " · more events than can be drawn: zoom in" : ""}
+        </span>
+      </div>
+      <Notes notes={data.notes} />
+      {error && <ErrorBox error={error} />}
+      <div className={selected !== null ? "trace-grid with-details" : "trace-grid"}>
+        <Timeline
+          tracks={data.tracks}
+          events={data.events}
+          busy={data.busy}
+          bounds={bounds}
+          vp={vp}
+          onViewport={(v) => {
+            width.current = v.width;
+            setVp(v);
+          }}
+          selected={selected}
+          onSelect={(i) => setState({ ev: i === null ? undefined : String(i) })}
+          flows={flows}
+          search={search}
+          dark={dark}
+          height={Math.max(360, Math.min(900, (typeof window !== "undefined" ? window.innerHeight : 800) - 190))}
+          loading={loading}
+          reveal={reveal}
+        />
+        {selected !== null && (
+          <aside className="side-panel" aria-label="Event details">
+            <div className="side-head">
+              <b>Event</b>
+              <button type="button" className="icon-btn" aria-label="Close details" onClick={() => setState({ ev: undefined })}>✕</button>
+            </div>
+            {details.error ? (
+              <ErrorBox error={details.error} />
+            ) : details.data ? (
+              <Details
+                d={details.data}
+                onPick={(i) => {
+                  revealNext.current = true;
+                  setState({ ev: String(i) });
+                }}
+                onZoom={() => details.data && zoomTo(details.data)}
+              />
+            ) : (
+              <Progress progress={details.progress} />
+            )}
+          </aside>
+        )}
+      </div>
+      <div className="muted small-note">
+        Ctrl/⌘ + wheel or W/S: zoom · drag, A/D or horizontal wheel: pan · wheel: scroll tracks · Shift + drag: zoom to a range ·
+        click a track header to fold it · click a grey block to zoom into it · click an event for details. Times are from the trace's first event.
+      </div>
+    </div>
+  );
+}
