@@ -93,7 +93,7 @@ def build_frontend():
         except (subprocess.CalledProcessError, OSError) as e:
             raise SystemExit(
                 f"error: building the tb_profiler frontend failed: `npm {' '.join(args[1:])}` in "
-                f"{FRONTEND}: {e}. Fix the error above, or set TB_PROFILER_SKIP_FRONTEND=1 to "
+                f"{FRONTEND}: {e} Fix the error above, or set TB_PROFILER_SKIP_FRONTEND=1 to "
                 "install without the UI.")
     if not os.path.isfile(bundle):
         raise SystemExit(f"error: the frontend build did not write {bundle}")

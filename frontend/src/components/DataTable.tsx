@@ -154,7 +154,9 @@ export function DataTable<T>(props: Props<T>) {
 
   const filteredCount = table.getPrePaginationRowModel().rows.length;
   const pageCount = table.getPageCount();
-  const ncols = cols.length + (renderExpanded || getSubRows ? 1 : 0);
+  const ncols = cols.length + (renderExpanded ? 1 : 0);
+  const totalCount = getSubRows ? table.getCoreRowModel().flatRows.length : rows.length;
+  const shownCount = getSubRows ? table.getPrePaginationRowModel().flatRows.length : filteredCount;
 
   return (
     <div className="table-wrap">
@@ -171,9 +173,9 @@ export function DataTable<T>(props: Props<T>) {
         {toolbar}
         <span className="spacer" />
         <span className="muted">
-          {filteredCount === rows.length
-            ? `${fmtCount(rows.length)} row${rows.length === 1 ? "" : "s"}`
-            : `${fmtCount(filteredCount)} of ${fmtCount(rows.length)} rows`}
+          {shownCount === totalCount
+            ? `${fmtCount(totalCount)} row${totalCount === 1 ? "" : "s"}`
+            : `${fmtCount(shownCount)} of ${fmtCount(totalCount)} rows`}
         </span>
         {getSubRows && (
           <button type="button" onClick={() => table.toggleAllRowsExpanded()} className="small">
@@ -201,7 +203,7 @@ export function DataTable<T>(props: Props<T>) {
           <thead>
             {table.getHeaderGroups().map((hg) => (
               <tr key={hg.id}>
-                {(renderExpanded || getSubRows) && <th className="expander-col" />}
+                {renderExpanded && <th className="expander-col" />}
                 {hg.headers.map((h) => {
                   const c = h.column.columnDef.meta as Col<T>;
                   const sorted = h.column.getIsSorted();
@@ -230,8 +232,8 @@ export function DataTable<T>(props: Props<T>) {
                   className={(onRowClick ? "clickable " : "") + (row.getIsExpanded() && renderExpanded ? "expanded" : "")}
                   onClick={onRowClick ? () => onRowClick(row.original) : undefined}
                 >
-                  {(renderExpanded || getSubRows) && (
-                    <td className="expander-col" style={getSubRows ? { paddingLeft: 4 + row.depth * 14 } : undefined}>
+                  {renderExpanded && (
+                    <td className="expander-col">
                       {row.getCanExpand() ? (
                         <button
                           type="button"
@@ -249,11 +251,34 @@ export function DataTable<T>(props: Props<T>) {
                       ) : null}
                     </td>
                   )}
-                  {row.getVisibleCells().map((cell) => {
+                  {row.getVisibleCells().map((cell, ci) => {
                     const c = cell.column.columnDef.meta as Col<T>;
+                    const content = flexRender(cell.column.columnDef.cell, cell.getContext());
                     return (
                       <td key={cell.id} className={(c.kind ?? "text") === "text" ? (c.nowrap ? "t-left nowrap" : "t-left name-cell") : "t-right num"}>
-                        {flexRender(cell.column.columnDef.cell, cell.getContext())}
+                        {getSubRows && ci === 0 ? (
+                          <span className="tree-cell" style={{ paddingLeft: row.depth * 16 }}>
+                            {row.getCanExpand() ? (
+                              <button
+                                type="button"
+                                className="expander"
+                                aria-expanded={row.getIsExpanded()}
+                                aria-label={row.getIsExpanded() ? "Collapse" : "Expand"}
+                                onClick={(e) => {
+                                  e.stopPropagation();
+                                  row.toggleExpanded();
+                                }}
+                              >
+                                {row.getIsExpanded() ? "▾" : "▸"}
+                              </button>
+                            ) : (
+                              <span className="expander-spacer" />
+                            )}
+                            <span>{content}</span>
+                          </span>
+                        ) : (
+                          content
+                        )}
                       </td>
                     );
                   })}

@@ -11,7 +11,7 @@ import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
 import { fmtDuration } from "../util/format";
 import { nameColor, palette } from "./colors";
 import {
-  fitRange, hitTest, layoutTracks, panBy, spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
+  counterAt, fitRange, hitTest, layoutTracks, panBy, spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
   type Range, type Viewport,
 } from "./coords";
 
@@ -19,6 +19,16 @@ export const RULER_H = 26;
 export const ROW_H = 18;
 export const HEADER_H = 18;
 const GAP = 2;
+
+export const COUNTER_H = 40;
+
+/** A counter drawn as a step area above the tracks (memory allocated per device). */
+export interface Counter {
+  name: string;
+  /** [time ns, value] sorted by time; null = unknown */
+  points: [number, number | null][];
+  format: (v: number) => string;
+}
 
 export interface FlowLink {
   from: number;
@@ -41,6 +51,7 @@ interface Props {
   loading: boolean;
   /** scroll so this track row is visible (nonce: ask again for the same row) */
   reveal?: { track: number; depth: number; nonce: number } | null;
+  counters?: Counter[];
 }
 
 interface Hover {
@@ -48,10 +59,13 @@ interface Hover {
   y: number;
   ev?: TimelineEvent;
   busy?: BusyBlock;
+  counter?: { name: string; value: string; t: number };
 }
 
 export function Timeline(props: Props) {
   const { tracks, events, busy, bounds, vp, onViewport, selected, onSelect, flows, search, dark, height, loading, reveal } = props;
+  const counters = props.counters ?? [];
+  const countersH = counters.length * COUNTER_H;
   const wrap = useRef<HTMLDivElement>(null);
   const canvas = useRef<HTMLCanvasElement>(null);
   const [width, setWidth] = useState(800);
@@ -68,7 +82,7 @@ export function Timeline(props: Props) {
   const byI = useMemo(() => new Map(events.map((e) => [e.i, e])), [events]);
   const needle = search.trim().toLowerCase();
   const plotH = height - RULER_H;
-  const maxScroll = Math.max(0, layout.height - plotH);
+  const maxScroll = Math.max(0, layout.height + countersH - plotH);
 
   useEffect(() => {
     if (scrollY > maxScroll) setScrollY(maxScroll);
@@ -85,8 +99,8 @@ export function Timeline(props: Props) {
         return n;
       });
     }
-    const y = b.y + HEADER_H + reveal.depth * ROW_H;
-    setScrollY((s) => (y < s || y + ROW_H > s + plotH ? Math.max(0, Math.min(y - plotH / 3, Math.max(0, layout.height - plotH))) : s));
+    const y = countersH + b.y + HEADER_H + reveal.depth * ROW_H;
+    setScrollY((s) => (y < s || y + ROW_H > s + plotH ? Math.max(0, Math.min(y - plotH / 3, Math.max(0, layout.height + countersH - plotH))) : s));
   }, [reveal?.nonce, reveal?.track]); // eslint-disable-line react-hooks/exhaustive-deps
 
   // keep the canvas as wide as its box
@@ -133,7 +147,37 @@ export function Timeline(props: Props) {
     ctx.beginPath();
     ctx.rect(0, RULER_H, W, H - RULER_H);
     ctx.clip();
-    const top = RULER_H - scrollY;
+    const top = RULER_H + countersH - scrollY;
+
+    // counters
+    counters.forEach((cn, k) => {
+      const y0 = RULER_H - scrollY + k * COUNTER_H;
+      if (y0 > H || y0 + COUNTER_H < RULER_H) return;
+      ctx.fillStyle = pal.header;
+      ctx.fillRect(0, y0, W, COUNTER_H - 2);
+      let max = 0;
+      for (const [, v] of cn.points) if (v !== null && v > max) max = v;
+      if (max > 0 && cn.points.length) {
+        const base = y0 + COUNTER_H - 3;
+        const scale = (COUNTER_H - 8) / max;
+        ctx.beginPath();
+        ctx.moveTo(Math.max(timeToX(cn.points[0][0], view), -1), base);
+        let lastY = base;
+        for (const [t, v] of cn.points) {
+          const x = Math.min(Math.max(timeToX(t, view), -1), W + 1);
+          ctx.lineTo(x, lastY);
+          lastY = base - (v ?? 0) * scale;
+          ctx.lineTo(x, lastY);
+        }
+        ctx.lineTo(W + 1, lastY);
+        ctx.lineTo(W + 1, base);
+        ctx.closePath();
+        ctx.fillStyle = dark ? "rgba(115,192,222,0.45)" : "rgba(84,112,198,0.35)";
+        ctx.fill();
+      }
+      ctx.fillStyle = pal.headerText;
+      ctx.fillText(`${cn.name}${max > 0 ? ` (max ${cn.format(max)})` : ""}`, 6, y0 + 9);
+    });
 
     // grid lines
     ctx.strokeStyle = pal.grid;
@@ -277,7 +321,7 @@ export function Timeline(props: Props) {
       ctx.fillStyle = pal.select;
       ctx.fillRect(0, RULER_H - 2, W, 2);
     }
-  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, byI, range, loading]);
+  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, byI, range, loading, counters, countersH]);
 
   useEffect(() => {
     const id = requestAnimationFrame(draw);
@@ -290,7 +334,17 @@ export function Timeline(props: Props) {
     return { x: e.clientX - r.left, y: e.clientY - r.top };
   };
 
-  const contentY = (y: number) => y - RULER_H + scrollY;
+  const contentY = (y: number) => y - RULER_H - countersH + scrollY;
+
+  const counterAtPointer = (x: number, y: number): Hover["counter"] | null => {
+    const cy = y - RULER_H + scrollY;
+    if (y < RULER_H || cy < 0 || cy >= countersH) return null;
+    const cn = counters[Math.floor(cy / COUNTER_H)];
+    if (!cn) return null;
+    const t = xToTime(x, view);
+    const v = counterAt(cn.points, t);
+    return { name: cn.name, value: v === null ? "–" : cn.format(v), t };
+  };
 
   const trackHeaderAt = (y: number): number | null => {
     if (y < RULER_H) return null;
@@ -358,6 +412,11 @@ export function Timeline(props: Props) {
     }
     if (p.y < RULER_H) {
       setHover(null);
+      return;
+    }
+    const cnt = counterAtPointer(p.x, p.y);
+    if (cnt) {
+      setHover({ x: p.x, y: p.y, counter: cnt });
       return;
     }
     const ev = hitTest(events, layout.boxes, p.x, contentY(p.y), view, ROW_H, HEADER_H);
@@ -436,15 +495,15 @@ export function Timeline(props: Props) {
           setRange(null);
         }}
         onKeyDown={onKeyDown}
-        style={{ cursor: drag.current?.moved ? "grabbing" : hover ? "pointer" : "default" }}
+        style={{ cursor: drag.current?.moved ? "grabbing" : hover && !hover.counter ? "pointer" : "default" }}
       />
       {maxScroll > 0 && (
         <div className="vscroll" style={{ top: RULER_H, height: plotH }}>
           <div
             className="vscroll-thumb"
             style={{
-              top: (scrollY / (layout.height || 1)) * plotH,
-              height: Math.max(20, (plotH / (layout.height || 1)) * plotH),
+              top: (scrollY / (layout.height + countersH || 1)) * plotH,
+              height: Math.max(20, (plotH / (layout.height + countersH || 1)) * plotH),
             }}
           />
         </div>
@@ -456,6 +515,13 @@ export function Timeline(props: Props) {
               <div className="tl-tip-name">{hover.ev.name}</div>
               <div className="muted">
                 {hover.ev.cat} · {fmtDuration(hover.ev.dur_ns)} · at {fmtDuration(hover.ev.ts_ns)}
+              </div>
+            </>
+          ) : hover.counter ? (
+            <>
+              <div className="tl-tip-name">{hover.counter.name}</div>
+              <div className="muted">
+                {hover.counter.value} at {fmtDuration(hover.counter.t)}
               </div>
             </>
           ) : hover.busy ? (

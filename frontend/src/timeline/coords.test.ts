@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  MIN_SPAN_NS, clampViewport, fitRange, hitTest, layoutTracks, niceStep, nsPerPx, panBy,
+  MIN_SPAN_NS, clampViewport, counterAt, fitRange, hitTest, layoutTracks, niceStep, nsPerPx, panBy,
   spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
 } from "./coords";
 
@@ -118,5 +118,18 @@ describe("layoutTracks / hitTest", () => {
     expect(hitTest(items, boxes, 601, 80 + 16 + 5, vp, 20, 16)?.i).toBe(3); // within slop
     expect(hitTest(items, boxes, 610, 80 + 16 + 5, vp, 20, 16)).toBeNull();
     expect(hitTest(items, boxes, 150, 78, vp, 20, 16)).toBeNull(); // the gap
+  });
+});
+
+describe("counterAt", () => {
+  it("holds the last value at or before t", () => {
+    const pts: [number, number | null][] = [[10, 1], [20, 5], [30, null], [40, 2]];
+    expect(counterAt(pts, 5)).toBeNull();
+    expect(counterAt(pts, 10)).toBe(1);
+    expect(counterAt(pts, 19)).toBe(1);
+    expect(counterAt(pts, 25)).toBe(5);
+    expect(counterAt(pts, 35)).toBeNull();
+    expect(counterAt(pts, 1e9)).toBe(2);
+    expect(counterAt([], 3)).toBeNull();
   });
 });

@@ -197,3 +197,16 @@ export function hitTest<T extends HitItem>(
   }
   return best;
 }
+
+/** The last point at or before t (step semantics). */
+export function counterAt(points: [number, number | null][], t: number): number | null {
+  let lo = 0;
+  let hi = points.length - 1;
+  if (hi < 0 || points[0][0] > t) return null;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (points[mid][0] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return points[lo][1];
+}

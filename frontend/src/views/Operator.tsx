@@ -5,7 +5,8 @@
 import { useMemo } from "react";
 import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
-import type { OperationPieReply, OperatorRow, OperatorStackReply, PieSlice, StackRow } from "../api/types";
+import type { Frame, OperationPieReply, OperatorRow, OperatorStackReply, PieSlice, StackRow } from "../api/types";
+import { ApiError } from "../api/client";
 import { Chart, TOOLTIP_BASE, pieTooltip, shortName } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
@@ -16,7 +17,25 @@ import { fmtDuration } from "../util/format";
 export const GROUPS = [
   { value: "Operation", label: "Operator" },
   { value: "OperationAndInputShape", label: "Operator + input shape" },
+  { value: "OperationAndStack", label: "Operator + call stack" },
 ];
+
+type OpRow = OperatorRow & { stack_id?: number; frames?: Frame[] };
+
+/** The innermost frame with a source line, the whole stack on demand. */
+function FramesCell({ frames }: { frames: Frame[] | undefined }) {
+  if (!frames || !frames.length) return <span className="muted">no stack</span>;
+  const first = frames.find((f) => f.file) ?? frames[0];
+  return (
+    <details className="frames-cell">
+      <summary>
+        {first.func ?? ""} <span className="muted mono">{first.file ? `${first.file}:${first.line ?? ""}` : ""}</span>
+        {frames.length > 1 ? <span className="muted"> (+{frames.length - 1})</span> : null}
+      </summary>
+      <StackFrames frames={frames} />
+    </details>
+  );
+}
 
 export function Pie({ title, slices, dark, empty }: { title: string; slices: PieSlice[]; dark: boolean; empty?: string }) {
   const option = useMemo(() => ({
@@ -43,7 +62,7 @@ export function Pie({ title, slices, dark, empty }: { title: string; slices: Pie
   return <Chart option={option} dark={dark} height={260} ariaLabel={title} />;
 }
 
-function Stacks({ sel, group, row }: { sel: ViewProps["sel"]; group: string; row: OperatorRow }) {
+function Stacks({ sel, group, row, hasDevice }: { sel: ViewProps["sel"]; group: string; row: OperatorRow; hasDevice: boolean }) {
   const state = useApi<OperatorStackReply>("operation/stack", {
     ...sel,
     group_by: group,
@@ -57,8 +76,12 @@ function Stacks({ sel, group, row }: { sel: ViewProps["sel"]; group: string; row
         const cols: Col<StackRow>[] = [
           { id: "frames", header: "Call stack (innermost first)", value: (r) => r.frames.map((f) => `${f.func ?? ""} ${f.file ?? ""}:${f.line ?? ""}`).join(" ← "), render: (r) => <StackFrames frames={r.frames} /> },
           { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
-          { id: "dself", header: "Device self", value: (r) => r.device_self_ns, kind: "us" },
-          { id: "dtotal", header: "Device total", value: (r) => r.device_total_ns, kind: "us" },
+          ...(hasDevice
+            ? ([
+                { id: "dself", header: "Device self", value: (r: StackRow) => r.device_self_ns, kind: "us" },
+                { id: "dtotal", header: "Device total", value: (r: StackRow) => r.device_total_ns, kind: "us" },
+              ] as Col<StackRow>[])
+            : []),
           { id: "hself", header: "Host self", value: (r) => r.host_self_ns, kind: "us" },
           { id: "htotal", header: "Host total", value: (r) => r.host_total_ns, kind: "us" },
         ];
@@ -81,15 +104,26 @@ function Stacks({ sel, group, row }: { sel: ViewProps["sel"]; group: string; row
 }
 
 export function OperatorView({ st, sel, dark }: ViewProps) {
-  const group = st.group === "OperationAndInputShape" ? "OperationAndInputShape" : "Operation";
+  const group = GROUPS.some((g) => g.value === st.group) ? (st.group as string) : "Operation";
+  const byStack = group === "OperationAndStack";
   const top = st.top ?? "10";
-  const pies = useApi<OperationPieReply>("operation", { ...sel, group_by: group, top });
-  const table = useApi<{ group_by: string; has_device: boolean; rows: OperatorRow[]; notes?: string[] }>("operation/table", { ...sel, group_by: group });
+  // pies by call stack would repeat the operator pies: those are shown instead
+  const pies = useApi<OperationPieReply>("operation", { ...sel, group_by: byStack ? "Operation" : group, top });
+  const table = useApi<{ group_by: string; has_device: boolean; rows: OpRow[]; notes?: string[] }>("operation/table", { ...sel, group_by: group });
 
   const cols = useMemo(() => {
     const hasDevice = table.data?.has_device ?? false;
-    const c: Col<OperatorRow>[] = [{ id: "name", header: "Name", value: (r) => r.name, width: 220 }];
+    const c: Col<OpRow>[] = [{ id: "name", header: "Name", value: (r) => r.name, width: 220 }];
     if (group === "OperationAndInputShape") c.push({ id: "shape", header: "Input shape", value: (r) => r.input_shape ?? "", width: 160 });
+    if (byStack) {
+      c.push({
+        id: "stack",
+        header: "Call stack",
+        value: (r) => (r.frames ?? []).map((f) => `${f.func ?? ""} ${f.file ?? ""}:${f.line ?? ""}`).join(" ← "),
+        render: (r) => <FramesCell frames={r.frames} />,
+        width: 260,
+      });
+    }
     c.push({ id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" });
     if (hasDevice) {
       c.push(
@@ -109,7 +143,7 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
       );
     }
     return c;
-  }, [group, table.data]);
+  }, [group, byStack, table.data]);
 
   return (
     <div className="view">
@@ -140,6 +174,11 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
         </Loaded>
       </Section>
       <Section title="Operators">
+        {byStack && table.error instanceof ApiError && table.error.status === 400 ? (
+          <Empty title="Grouping by call stack is not available">
+            This server does not group operators by call stack ({table.error.message}). Group by operator and expand a row (▸) to see its call stacks.
+          </Empty>
+        ) : (
         <Loaded state={table}>
           {(t) =>
             t.rows.length ? (
@@ -153,17 +192,20 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
                   filter={st.q ?? ""}
                   onFilterChange={(v) => setState({ q: v }, true)}
                   filterPlaceholder="Filter operators…"
-                  renderExpanded={(r) => <Stacks sel={sel} group={group} row={r} />}
+                  renderExpanded={byStack ? undefined : (r) => <Stacks sel={sel} group={group} row={r} hasDevice={t.has_device} />}
                   expandLabel="Show call stacks"
-                  rowKey={(r, i) => `${r.name}\u0000${r.input_shape ?? ""}\u0000${i}`}
+                  rowKey={(r, i) => `${r.name}\u0000${r.input_shape ?? ""}\u0000${r.stack_id ?? ""}\u0000${i}`}
                 />
-                <div className="muted small-note">Times in µs. Expand a row (▸) for its Python call stacks.</div>
+                <div className="muted small-note">
+                  {byStack ? "One row per operator and Python call stack; click a stack to unfold it." : "Expand a row (▸) for its Python call stacks."}
+                </div>
               </>
             ) : (
               <Empty title="No operators">{t.notes?.[0] ?? "The trace has no CPU operator events (cpu_op)."}</Empty>
             )
           }
         </Loaded>
+        )}
       </Section>
     </div>
   );

@@ -5,15 +5,15 @@ import { useEffect, useMemo, useRef, useState } from "react";
 import type { ViewProps } from "../App";
 import { absoluteUrl, getJson } from "../api/client";
 import { useApi } from "../api/hooks";
-import type { EventDetailReply, TimelineReply } from "../api/types";
+import type { EventDetailReply, MemoryCurveReply, TimelineReply } from "../api/types";
 import { Empty, ErrorBox, KeyValues, Notes, Progress } from "../components/common";
 import { setState } from "../state/store";
-import { Timeline, type FlowLink } from "../timeline/Timeline";
+import { Timeline, type Counter, type FlowLink } from "../timeline/Timeline";
 import { fitRange, type Range, type Viewport } from "../timeline/coords";
-import { fmtCount, fmtDuration, fmtWallTime } from "../util/format";
+import { fmtBytes, fmtCount, fmtDuration, fmtWallTime } from "../util/format";
 import type { LoadingReply } from "../api/types";
-import { StackFrames } from "../components/StackFrames";
-import { isStackArg, parseCallStack } from "../util/frames";
+import { FrameItem, StackFrames } from "../components/StackFrames";
+import { isStackArg, parseCallStack, parseFrame } from "../util/frames";
 
 function parseNs(s: string | undefined): number | null {
   if (!s || !/^\d+$/.test(s)) return null;
@@ -34,9 +34,16 @@ function argText(v: unknown): string {
 function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: number) => void; onZoom: () => void }) {
   const e = d.event;
   const args = Object.entries(d.args ?? {});
+  // python_function events are named by their frame: "file.py(12): func"
+  const src = e.cat === "python_function" ? parseFrame(e.name) : null;
   return (
     <div className="details">
       <div className="details-name selectable">{e.name}</div>
+      {src?.file && (
+        <ol className="frames" aria-label="Source">
+          <FrameItem frame={src} />
+        </ol>
+      )}
       <div className="details-actions">
         <button type="button" className="small" onClick={onZoom}>Zoom to event</button>
       </div>
@@ -158,6 +165,32 @@ export function TraceView({ st, sel, dark }: ViewProps) {
     if (Math.abs(t0 - vp.start) > 1 || Math.abs(t1 - vp.end) > 1) setVp({ start: t0, end: t1, width: vp.width });
   }, [st.t0, st.t1]); // eslint-disable-line react-hooks/exhaustive-deps
 
+  // memory as counter tracks over the window (traces without memory records: none)
+  const [showMem, setShowMem] = useState(true);
+  const memWin = vp && bounds ? { start: Math.max(bounds.start, Math.floor(vp.start)), end: Math.ceil(vp.end) } : null;
+  const [memKey, setMemKey] = useState<{ start: number; end: number } | null>(null);
+  useEffect(() => {
+    const t = setTimeout(() => setMemKey(memWin), 250);
+    return () => clearTimeout(t);
+  }, [memWin?.start, memWin?.end]); // eslint-disable-line react-hooks/exhaustive-deps
+  const mem = useApi<MemoryCurveReply>(showMem && memKey ? "memory_curve" : null, {
+    ...sel,
+    start_ns: memKey?.start,
+    end_ns: memKey?.end,
+    max_points: Math.min(20000, Math.max(10, Math.round((vp?.width ?? 1000) * 2))),
+  }, { keepStale: true });
+  const counters = useMemo<Counter[]>(() => {
+    const d = mem.data;
+    if (!d || !showMem) return [];
+    return d.devices
+      .filter((dev) => (d.curves[dev] ?? []).length > 0)
+      .map((dev) => ({
+        name: `Memory allocated, ${dev}`,
+        points: d.curves[dev].map((p) => [p.ts_ns, p.allocated] as [number, number | null]),
+        format: (v: number) => fmtBytes(v),
+      }));
+  }, [mem.data, showMem]);
+
   const selected = st.ev && /^\d+$/.test(st.ev) ? Number(st.ev) : null;
   const details = useApi<EventDetailReply>(selected !== null ? "trace/event" : null, { ...sel, i: selected ?? undefined });
 
@@ -219,6 +252,9 @@ export function TraceView({ st, sel, dark }: ViewProps) {
         <button type="button" className="small" onClick={() => setVp(fitRange(vp.start - span / 2, vp.end + span / 2, vp.width, bounds, 0))}>
           Zoom out
         </button>
+        <label className="check" title="Memory allocated per device, from the trace's memory records">
+          <input type="checkbox" checked={showMem} onChange={(e) => setShowMem(e.target.checked)} /> Memory counters
+        </label>
         <a className="button small" href={absoluteUrl("trace/raw", sel)} download title="The trace file, for Perfetto or chrome://tracing">
           Download trace
         </a>
@@ -250,6 +286,7 @@ export function TraceView({ st, sel, dark }: ViewProps) {
           height={Math.max(360, Math.min(900, (typeof window !== "undefined" ? window.innerHeight : 800) - 190))}
           loading={loading}
           reveal={reveal}
+          counters={counters}
         />
         {selected !== null && (
           <aside className="side-panel" aria-label="Event details">
