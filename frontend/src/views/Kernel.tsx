@@ -28,8 +28,8 @@ export function KernelView({ st, sel, dark }: ViewProps) {
     if (group === "KernelNameAndOp") {
       c.push(
         { id: "op", header: "Operator", value: (r) => r.op ?? "" },
-        { id: "grid", header: "Grid", value: (r) => r.grid ?? "", noFilter: true },
-        { id: "block", header: "Block", value: (r) => r.block ?? "", noFilter: true },
+        { id: "grid", header: "Grid", value: (r) => r.grid ?? "", noFilter: true, nowrap: true },
+        { id: "block", header: "Block", value: (r) => r.block ?? "", noFilter: true, nowrap: true },
         { id: "regs", header: "Registers / thread", value: (r) => r.registers ?? null, kind: "count" },
         { id: "smem", header: "Shared memory", value: (r) => r.shared_memory ?? null, kind: "bytes" },
       );
