@@ -28,6 +28,13 @@ function linkStylesheet(): void {
 export function render(): void {
   if (root) return;
   linkStylesheet();
+  // no /favicon.ico request from the standalone page (TensorBoard's frame has its own)
+  if (!document.querySelector("link[rel~='icon']") && window.parent === window) {
+    const icon = document.createElement("link");
+    icon.rel = "icon";
+    icon.href = "data:,";
+    document.head.appendChild(icon);
+  }
   if (!document.title) document.title = "PyTorch Profiler";
   let el = document.getElementById("tbp-root");
   if (!el) {

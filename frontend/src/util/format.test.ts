@@ -14,6 +14,12 @@ describe("fmtDuration", () => {
     expect(fmtDuration(125e9)).toBe("2 min 5 s");
     expect(fmtDuration(-2500)).toBe("-2.5 µs");
   });
+  it("gives headline numbers four digits", () => {
+    expect(fmtDuration(177_612_345, 4)).toBe("177.6 ms");
+    expect(fmtDuration(4_990_000, 4)).toBe("4.99 ms");
+    expect(fmtDuration(1_234_567_890, 4)).toBe("1.235 s");
+    expect(fmtDuration(999, 4)).toBe("999 ns");
+  });
   it("shows a dash for missing values", () => {
     expect(fmtDuration(null)).toBe("–");
     expect(fmtDuration(undefined)).toBe("–");

@@ -8,23 +8,29 @@ function trim(s: string): string {
   return s.includes(".") ? s.replace(/\.?0+$/, "") : s;
 }
 
-/** Three significant digits, never exponent notation. */
-function sig3(x: number): string {
+/** `n` significant digits (at least the integer part), never exponent notation. */
+function sig(x: number, n = 3): string {
   const a = Math.abs(x);
-  if (a >= 100) return x.toFixed(0);
-  if (a >= 10) return trim(x.toFixed(1));
-  return trim(x.toFixed(2));
+  const intDigits = a >= 1 ? Math.floor(Math.log10(a)) + 1 : 1;
+  return trim(x.toFixed(Math.max(0, n - intDigits)));
 }
 
-/** A duration in ns with an adaptive unit: "950 ns", "1.5 µs", "12.3 ms", "1.5 s", "2 min 5 s". */
-export function fmtDuration(ns: number | null | undefined): string {
+function sig3(x: number): string {
+  return sig(x, 3);
+}
+
+/**
+ * A duration in ns with an adaptive unit and `digits` significant digits (3: "950 ns",
+ * "1.5 µs", "12.3 ms", "1.5 s"; 4 for headline numbers: "177.6 ms"); "2 min 5 s" past a minute.
+ */
+export function fmtDuration(ns: number | null | undefined, digits = 3): string {
   if (ns === null || ns === undefined || !Number.isFinite(ns)) return DASH;
   const a = Math.abs(ns);
   if (a === 0) return "0";
-  if (a < 1e3) return `${sig3(ns)} ns`;
-  if (a < 1e6) return `${sig3(ns / 1e3)} µs`;
-  if (a < 1e9) return `${sig3(ns / 1e6)} ms`;
-  if (a < 60e9) return `${sig3(ns / 1e9)} s`;
+  if (a < 1e3) return `${sig(ns, digits)} ns`;
+  if (a < 1e6) return `${sig(ns / 1e3, digits)} µs`;
+  if (a < 1e9) return `${sig(ns / 1e6, digits)} ms`;
+  if (a < 60e9) return `${sig(ns / 1e9, digits)} s`;
   const sign = ns < 0 ? "-" : "";
   const totalS = Math.round(a / 1e9);
   const m = Math.floor(totalS / 60);

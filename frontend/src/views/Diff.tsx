@@ -161,8 +161,8 @@ export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }
             <>
               <Notes notes={d.notes} />
               <div className="stats">
-                <Stat label="Average step, A" value={fmtDuration(s.step_time_avg_ns_a)} hint={`${s.num_steps_a ?? "?"} steps in ${s.traces_a} trace(s)`} />
-                <Stat label="Average step, B" value={fmtDuration(s.step_time_avg_ns_b)} hint={`${s.num_steps_b ?? "?"} steps in ${s.traces_b} trace(s)`} />
+                <Stat label="Average step, A" value={fmtDuration(s.step_time_avg_ns_a, 4)} hint={`${s.num_steps_a ?? "?"} steps in ${s.traces_a} trace(s)`} />
+                <Stat label="Average step, B" value={fmtDuration(s.step_time_avg_ns_b, 4)} hint={`${s.num_steps_b ?? "?"} steps in ${s.traces_b} trace(s)`} />
                 <Stat label="B − A" value={<span className={s.step_time_avg_ns_delta != null && s.step_time_avg_ns_delta > 0 ? "worse" : "better"}>{fmtDeltaDuration(s.step_time_avg_ns_delta)}{pct !== null ? ` (${pct > 0 ? "+" : ""}${fmtPct(pct)})` : ""}</span>} />
               </div>
               <div className="controls">

@@ -122,7 +122,7 @@ export function OverviewView({ sel, dark }: ViewProps) {
           <div className="view">
             <Notes notes={d.notes} />
             <div className="stats">
-              <Stat label="Average step time" value={fmtDuration(s.step_time_avg_ns)} hint={s.whole_trace_step ? "No ProfilerStep in the trace: the whole trace counts as one step" : undefined} />
+              <Stat label="Average step time" value={fmtDuration(s.step_time_avg_ns, 4)} hint={s.whole_trace_step ? "No ProfilerStep in the trace: the whole trace counts as one step" : undefined} />
               <Stat label={s.whole_trace_step ? "Steps (whole trace)" : "Steps"} value={String(s.num_steps)} hint={s.dropped_steps ? `${s.dropped_steps} incomplete step(s) left out` : undefined} />
               {d.devices.map((dev) => (
                 <Stat key={dev.device} label={`${dev.word ?? dw} ${dev.device} utilization`} value={fmtPct(dev.utilization_pct)} />
@@ -155,7 +155,7 @@ export function OverviewView({ sel, dark }: ViewProps) {
               {d.devices.length ? (
                 <DataTable rows={d.devices} cols={devCols} exportName={[sel.run, "devices"]} pageSize={50} />
               ) : (
-                <Empty title={`No ${dw} activity`}>
+                <Empty title={`No ${d.device_word ?? "device"} activity`}>
                   This trace has no device events — was ProfilerActivity.CUDA (or your device's activity) enabled?
                 </Empty>
               )}
