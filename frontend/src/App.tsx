@@ -211,7 +211,7 @@ export function App() {
             role="tab"
             aria-selected={st.view === v}
             className={st.view === v ? "tab on" : "tab"}
-            onClick={() => setState({ view: v })}
+            onClick={() => setState({ view: v, q: undefined })}
           >
             {v}
           </button>

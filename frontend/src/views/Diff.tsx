@@ -15,26 +15,39 @@ import { fmtDeltaDuration, fmtDuration, fmtPct } from "../util/format";
 
 type Metric = "host_self_ns" | "host_total_ns" | "device_self_ns" | "device_total_ns" | "total_ns";
 
-function SidePicker({ label, runs, run, worker, span, onChange }: {
-  label: string;
-  runs: string[];
+interface Side {
   run: string;
+  workers: string[];
+  spans: string[];
+  /** resolved: "All" (every worker) or a worker name */
   worker: string | undefined;
   span: string | undefined;
-  onChange: (p: { run?: string; worker?: string; span?: string }) => void;
-}) {
+}
+
+/** A side's worker / span choices and the values in effect (defaults filled in). */
+function useSide(run: string, worker: string | undefined, span: string | undefined, defaultSpan: "latest" | "oldest"): Side {
   const workers = useApi<string[]>(run ? "workers" : null, { run });
   const wl = workers.data ?? [];
   const w = worker === "All" || (worker && wl.includes(worker)) ? worker : wl.length > 1 ? "All" : wl[0];
   const spans = useApi<string[]>(run ? "spans" : null, { run, worker: w === "All" ? undefined : w });
   const sl = spans.data ?? [];
-  const s = span && sl.includes(span) ? span : sl[sl.length - 1];
+  const s = span && sl.includes(span) ? span : defaultSpan === "oldest" ? sl[0] : sl[sl.length - 1];
+  return { run, workers: wl, spans: sl, worker: w, span: s };
+}
+
+function SidePicker({ label, runs, side, onChange }: {
+  label: string;
+  runs: string[];
+  side: Side;
+  onChange: (p: { run?: string; worker?: string; span?: string }) => void;
+}) {
+  const { run, workers, spans, worker, span } = side;
   return (
     <div className="side-picker">
       <span className="side-label">{label}</span>
       <Select label="Run" value={run} options={runs} onChange={(v) => onChange({ run: v, worker: undefined, span: undefined })} />
-      <Select label="Worker" value={w ?? ""} options={[...(wl.length > 1 ? ["All"] : []), ...wl]} onChange={(v) => onChange({ run, worker: v, span: undefined })} />
-      <Select label="Span" value={s ?? ""} options={sl.length ? sl : [""]} onChange={(v) => onChange({ run, worker: w, span: v })} />
+      <Select label="Worker" value={worker ?? ""} options={[...(workers.length > 1 ? ["All"] : []), ...workers]} onChange={(v) => onChange({ run, worker: v, span: undefined })} />
+      <Select label="Span" value={span ?? ""} options={spans.length ? spans : [""]} onChange={(v) => onChange({ run, worker, span: v })} />
     </div>
   );
 }
@@ -104,15 +117,19 @@ export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }
   const [table, setTable] = useState<"operators" | "kernels" | "modules">("operators");
   const [metric, setMetric] = useState<Metric>("host_self_ns");
   const erun = st.erun && runs.includes(st.erun) ? st.erun : runs[runs.length > 1 ? 1 : 0];
+  const a = useSide(sel.run, st.worker, st.span, "latest");
+  // comparing a run with itself: B defaults to its oldest span, A to its latest
+  const b = useSide(erun, st.eworker, st.espan, erun === sel.run ? "oldest" : "latest");
+  const ready = !!(sel.run && erun && a.span && b.span);
   const params = {
     run: sel.run,
-    worker: st.worker,
-    span: st.span,
+    worker: a.worker,
+    span: a.span,
     exp_run: erun,
-    exp_worker: st.eworker,
-    exp_span: st.espan,
+    exp_worker: b.worker,
+    exp_span: b.span,
   };
-  const diff = useApi<DiffReply>(sel.run && erun ? "diff" : null, params);
+  const diff = useApi<DiffReply>(ready ? "diff" : null, params);
   const effMetric: Metric = table === "kernels" ? "total_ns" : metric === "total_ns" ? "host_self_ns" : metric;
 
   const chart = useMemo(() => {
@@ -150,8 +167,8 @@ export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }
   return (
     <div className="view">
       <div className="diff-pickers">
-        <SidePicker label="A (baseline)" runs={runs} run={sel.run} worker={st.worker} span={st.span} onChange={(p) => setState({ run: p.run, worker: p.worker, span: p.span })} />
-        <SidePicker label="B (experiment)" runs={runs} run={erun} worker={st.eworker} span={st.espan} onChange={(p) => setState({ erun: p.run, eworker: p.worker, espan: p.span })} />
+        <SidePicker label="A (baseline)" runs={runs} side={a} onChange={(p) => setState({ run: p.run, worker: p.worker, span: p.span })} />
+        <SidePicker label="B (experiment)" runs={runs} side={b} onChange={(p) => setState({ erun: p.run, eworker: p.worker, espan: p.span })} />
       </div>
       <Loaded state={diff}>
         {(d) => {
