@@ -38,6 +38,13 @@ def origin(trace) -> int:
     return int(trace.span[0])
 
 
+def wall_origin(trace) -> int:
+    """The origin as wall-clock ns since the epoch: modern Kineto counts ts from
+    baseTimeNanoseconds (older traces count from the epoch and have no base)."""
+    base = trace.base_time_ns
+    return origin(trace) + (int(base) if isinstance(base, (int, float)) else 0)
+
+
 @per_trace
 def timeline_index(trace) -> TimelineIndex:
     ev = trace.events
@@ -171,7 +178,7 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
                 for t, d, s, e, c in zip(b_track.tolist(), b_depth.tolist(), b_start.tolist(),
                                          b_end.tolist(), b_count.tolist())]
     return {
-        "origin_ns": str(t0),
+        "origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)),
         "span": {"start_ns": 0, "end_ns": span_end},
         "window": {"start_ns": a, "end_ns": b},
         "ns_per_px": ns_per_px,
@@ -213,5 +220,5 @@ def event_detail(trace, i: int) -> dict:
         args = trace.args(i)
     except Exception as exc:  # args text the decoder kept but json cannot parse
         args = {"<error>": f"args could not be parsed: {exc}"}
-    return {"origin_ns": str(t0), "event": events, "args": args, "links": links,
+    return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), "event": events, "args": args, "links": links,
             "links_truncated": bool(len(launched) > 1000)}

@@ -5,10 +5,10 @@ timestamps become relative to the trace's origin (docs/api.md, "Times").
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 from tb_profiler.analysis.jsonable import to_jsonable
-from tb_profiler.plugin.timeline import origin
+from tb_profiler.plugin.timeline import origin, wall_origin
 from tb_profiler.trace.categories import Kind
 
 VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")
@@ -75,7 +75,7 @@ def overview(trace, n_workers: int) -> dict:
     t0 = origin(trace)
     _rebase(data.get("steps", []), ("start_ns", "end_ns", "host_start_ns", "host_end_ns"), t0)
     word = data.get("device_word") or trace.device_word
-    return {"origin_ns": str(t0), **data,
+    return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), **data,
             "environments": [{"title": "Number of Worker(s)", "value": str(n_workers)},
                              {"title": "Device Type", "value": word if has_device(trace) and word else "CPU"}]}
 
@@ -175,7 +175,7 @@ def memory_curve(trace, start_ns: int | None, end_ns: int | None, max_points: in
         _rebase(points, ("ts_ns",), t0)
     peaks = to_jsonable(memory_peaks(trace, None, a, b))
     _rebase(peaks, ("peak_allocated_ns",), t0)
-    return {"origin_ns": str(t0), "devices": devs, "default_device": devs[0] if devs else None,
+    return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), "devices": devs, "default_device": devs[0] if devs else None,
             "curves": curves, "peaks": peaks, "notes": to_jsonable(memory_notes(trace))}
 
 
@@ -192,7 +192,7 @@ def memory_events(trace, device: str | None, start_ns: int | None, end_ns: int |
         if isinstance(r.get("addr"), int):  # up to 2^64: beyond a JS number's exact range
             r["addr"] = hex(r["addr"] & 0xFFFFFFFFFFFFFFFF)
     _rebase(rows, ("alloc_ns", "free_ns"), t0)
-    return {"origin_ns": str(t0), "device": dev, "total": total, "truncated": total > limit, "rows": rows}
+    return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), "device": dev, "total": total, "truncated": total > limit, "rows": rows}
 
 
 def _abs(rel: int | None, t0: int) -> int | None:
@@ -216,7 +216,7 @@ def tree(trace, step: int | None) -> dict:
     _rebase_tree(data.get("calls", []), ("start_ns", "end_ns"), t0)
     for stack in (data.get("nodes", []), data.get("calls", [])):
         _drop(stack, "event")
-    return {"origin_ns": str(t0), **data}
+    return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), **data}
 
 
 def _drop(nodes: list[dict], key: str) -> None:

@@ -93,6 +93,7 @@ export interface Recommendation {
 
 export interface OverviewReply {
   origin_ns: string | null;
+  wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   device_word: string;
   environments: { title: string; value: string }[];
   steps: Step[];
@@ -240,6 +241,7 @@ export interface MemoryPeak {
 
 export interface MemoryCurveReply {
   origin_ns: string | null;
+  wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   devices: string[];
   default_device: string | null;
   curves: Record<string, CurvePoint[]>;
@@ -261,6 +263,7 @@ export interface MemoryEventRow {
 
 export interface MemoryEventsReply {
   origin_ns: string | null;
+  wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   device: string | null;
   total: number;
   truncated: boolean;
@@ -302,6 +305,7 @@ export interface TreeNode {
 
 export interface TreeReply {
   origin_ns: string | null;
+  wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   source: string | null;
   nodes: TreeNode[];
   calls: unknown[];
@@ -338,6 +342,7 @@ export interface BusyBlock {
 
 export interface TimelineReply {
   origin_ns: string | null;
+  wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   span: { start_ns: number; end_ns: number };
   window: { start_ns: number; end_ns: number };
   ns_per_px: number;
@@ -361,6 +366,7 @@ export interface EventLink {
 
 export interface EventDetailReply {
   origin_ns: string | null;
+  wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   event: {
     i: number;
     name: string;

@@ -142,7 +142,7 @@ export function OverviewView({ sel, dark }: ViewProps) {
                 <KeyValues
                   items={[
                     ...d.environments.map((e): [string, string] => [e.title, e.value]),
-                    ...(d.origin_ns ? [["Trace start", fmtWallTime(d.origin_ns, 0)] as [string, string]] : []),
+                    ...(d.origin_ns ? [["Trace start", fmtWallTime(d.wall_origin_ns ?? d.origin_ns, 0)] as [string, string]] : []),
                     ...(s.steps_span_ns ? [["Steps span", fmtDuration(s.steps_span_ns)] as [string, string]] : []),
                   ]}
                 />

@@ -51,7 +51,7 @@ function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: numbe
         items={[
           ["Category", e.cat],
           ["Start", `${fmtDuration(e.ts_ns)} after the trace start`],
-          ...(d.origin_ns ? [["Wall time", fmtWallTime(d.origin_ns, e.ts_ns)] as [string, string]] : []),
+          ...(d.origin_ns ? [["Wall time", fmtWallTime(d.wall_origin_ns ?? d.origin_ns, e.ts_ns)] as [string, string]] : []),
           ["Duration", fmtDuration(e.dur_ns)],
           ["Process", e.pid],
           ["Thread / stream", e.tid],
