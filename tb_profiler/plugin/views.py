@@ -13,8 +13,8 @@ from tb_profiler.trace.categories import Kind
 
 VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")
 
-OP_GROUPS = {"Operation": "name", "OperationAndInputShape": "input_shape", "name": "name",
-             "input_shape": "input_shape"}
+OP_GROUPS = {"Operation": "name", "OperationAndInputShape": "input_shape", "OperationAndStack": "stack",
+             "name": "name", "input_shape": "input_shape", "stack": "stack"}
 KERNEL_GROUPS = {"Kernel": "name", "KernelNameAndOp": "op", "name": "name", "op": "op"}
 
 
@@ -102,8 +102,15 @@ def operation_pie(trace, group_by: str, top: int) -> dict:
 
 
 def operation_table(trace, group_by: str) -> dict:
-    return {"group_by": group_by, "has_device": has_device(trace),
-            "rows": to_jsonable(trace.operators(OP_GROUPS[group_by]))}
+    rows = to_jsonable(trace.operators(OP_GROUPS[group_by]))
+    if OP_GROUPS[group_by] == "stack":  # one row per (operator, distinct call stack): give its frames
+        from tb_profiler.analysis.stacks import stack_frames
+
+        frames = {sid: stack_frames(trace, sid) if sid is not None and sid >= 0 else []
+                  for sid in {r.get("stack_id") for r in rows}}
+        for r in rows:
+            r["frames"] = frames[r.get("stack_id")]
+    return {"group_by": group_by, "has_device": has_device(trace), "rows": rows}
 
 
 def operation_stack(trace, group_by: str, op_name: str, input_shape: str | None) -> dict:
