@@ -116,8 +116,10 @@ export function nestPaths(rows: DiffRow[]): PathRow[] {
 export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }) {
   const [table, setTable] = useState<"operators" | "kernels" | "modules">("operators");
   const [metric, setMetric] = useState<Metric>("host_self_ns");
-  const erun = st.erun && runs.includes(st.erun) ? st.erun : runs[runs.length > 1 ? 1 : 0];
   const a = useSide(sel.run, st.worker, st.span, "latest");
+  // B defaults to another span of A's run (the usual before/after question), else another run
+  const other = runs.find((r) => r !== sel.run) ?? sel.run;
+  const erun = st.erun && runs.includes(st.erun) ? st.erun : a.spans.length > 1 ? sel.run : other;
   // comparing a run with itself: B defaults to its oldest span, A to its latest
   const b = useSide(erun, st.eworker, st.espan, erun === sel.run ? "oldest" : "latest");
   const ready = !!(sel.run && erun && a.span && b.span);
