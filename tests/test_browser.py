@@ -252,3 +252,35 @@ def test_inside_tensorboard_the_tab_shows_the_overview(tensorboard_url, watch):
     watch.shot("tensorboard-overview")
     assert watch.outside == [], watch.outside
     assert [e for e in watch.errors if "pytorch_profiler" in e or "plugin" in e.lower()] == [], watch.errors
+
+
+def test_operator_table_matches_api_filters_and_exports_csv(serve_url, watch):
+    _, api = _get_json(f"{serve_url}/{API}/operation/table?run={V100_RUN}&span=1&group_by=Operation")
+    rows = api["rows"]
+    top = max(rows, key=lambda r: (r["device_self_ns"], r["host_self_ns"]))
+    watch.open(f"{serve_url}/{_hash(view='Operator', run=V100_RUN, span='1')}")
+    watch.settle()
+    page = watch.page
+    assert f"{len(rows)} rows" in watch.text()
+    assert top["name"] in page.locator("table tbody tr").first.inner_text()  # sorted by device self
+    page.get_by_placeholder("Filter operators…").fill("convolution")
+    expected = [r for r in rows if "convolution" in r["name"].lower()]  # the filter ignores case
+    page.wait_for_timeout(500)
+    assert f"{len(expected)} of {len(rows)} rows" in watch.text()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export CSV").first.click()
+    lines = Path(download.value.path()).read_text(encoding="utf-8-sig").strip().splitlines()
+    assert len(lines) == len(expected) + 1  # header + the filtered rows, not just one page
+    assert sorted(line.split(",")[0].strip('"') for line in lines[1:]) == sorted(r["name"] for r in expected)
+    assert watch.errors == [] and watch.outside == []
+
+
+def test_kernel_view_table_matches_api(serve_url, watch):
+    _, table = _get_json(f"{serve_url}/{API}/kernel/table?run={V100_RUN}&span=1&group_by=KernelNameAndOp")
+    top = max(table["rows"], key=lambda r: r["total_ns"])
+    watch.open(f"{serve_url}/{_hash(view='Kernel', run=V100_RUN, span='1')}")
+    watch.settle()
+    assert f"{len(table['rows'])} rows" in watch.text()
+    first = watch.page.locator("table tbody tr").first.inner_text()
+    assert top["name"] in first and top["op"] in first  # sorted by total time
+    assert watch.errors == [] and watch.outside == []
