@@ -39,7 +39,12 @@ export function useApi<T>(route: string | null, params: Params = {}, opts: { kee
   const gen = useGeneration();
   const key = route === null ? null : routeUrl(route, params);
   const cached = key !== null && !opts.noCache ? (cache.get(key) as T | undefined) : undefined;
-  const [state, setState] = useState<ApiState<T>>({ data: cached ?? null, error: null, loading: key !== null && cached === undefined, progress: null });
+  // `of`: the key the state answers. After the key changes the old answer is still in
+  // state for one render; handing it out then would let callers derive new requests from
+  // another route's answer (e.g. a previous run's worker), so it is withheld unless asked.
+  const [state, setStateRaw] = useState<ApiState<T> & { of: string | null }>({ data: cached ?? null, error: null, loading: key !== null && cached === undefined, progress: null, of: key });
+  const setState = (next: ApiState<T> | ((s: ApiState<T>) => ApiState<T>)) =>
+    setStateRaw((s) => ({ ...(typeof next === "function" ? next(s) : next), of: key }));
   const lastKey = useRef<string | null>(null);
 
   useEffect(() => {
@@ -73,6 +78,9 @@ export function useApi<T>(route: string | null, params: Params = {}, opts: { kee
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [key, gen, opts.tick]);
 
+  if (state.of !== key && !opts.keepStale) {
+    return { data: cached ?? null, error: null, loading: key !== null && cached === undefined, progress: null };
+  }
   return state;
 }
 
