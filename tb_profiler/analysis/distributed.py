@@ -62,11 +62,21 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.communication import BACKEND_RE, comm_calls, comm_kernels, name_flags
-from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals, per_group_subtract
+from tb_profiler.analysis.communication import (
+    BACKEND_RE,
+    comm_calls,
+    comm_kernels,
+    name_flags,
+)
+from tb_profiler.analysis.intervals import (
+    covered_in,
+    intersect,
+    merge_intervals,
+    per_group_subtract,
+)
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, launch, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.steps import step_notes, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.io.discovery import parse_trace_name

@@ -14,7 +14,11 @@ import numpy as np
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launching_op
 from tb_profiler.analysis.operators import call_tree
-from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible, uses_tensor_cores
+from tb_profiler.analysis.tensor_cores import (
+    string_id_mask,
+    tc_eligible,
+    uses_tensor_cores,
+)
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 

@@ -23,3 +23,18 @@ def factorize(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = np.full(groups, n, dtype=np.int64)
     np.minimum.at(first, code, np.arange(n, dtype=np.int64))
     return code, first
+
+
+def match(key: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """A join on one key column: for each query value, the row whose key equals it (the
+    first in input order when several do), else -1. Kineto links events by shared ids
+    (correlation, External id, Python id); this is that link, vectorized."""
+    out = np.full(len(queries), -1, dtype=np.int64)
+    if not len(key) or not len(queries):
+        return out
+    order = np.argsort(key, kind="stable")
+    k, r = key[order], np.asarray(rows)[order]
+    pos = np.minimum(np.searchsorted(k, queries), len(k) - 1)
+    hit = k[pos] == queries
+    out[hit] = r[pos[hit]]
+    return out

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.keys import factorize
-from tb_profiler.analysis.nesting import parents
+from tb_profiler.analysis.nesting import climb, parents
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import DEVICE_KINDS, RUNTIME_KINDS, Kind, kind_mask
 
@@ -49,12 +49,7 @@ def launch(trace) -> np.ndarray:
     has = corr != MISSING_INT
     calls = np.flatnonzero(kind_mask(ev["kind"], RUNTIME_KINDS) & has)
     dev = np.flatnonzero(device_mask(trace) & has)
-    if len(calls) and len(dev):
-        calls = calls[np.argsort(corr[calls], kind="stable")]
-        keys = corr[calls]
-        pos = np.minimum(np.searchsorted(keys, corr[dev]), len(keys) - 1)
-        hit = keys[pos] == corr[dev]
-        out[dev[hit]] = calls[pos[hit]]
+    out[dev] = match(corr[calls], calls, corr[dev])
     return out
 
 
@@ -62,19 +57,10 @@ def nearest_ancestor(trace, rows: np.ndarray, wanted: np.ndarray, include_self: 
     """For each row, the nearest host ancestor (or itself) for which ``wanted`` (a boolean
     mask over events) holds; -1 where none. One vectorized hop per nesting level."""
     parent = host_parent(trace)
-    cur = np.asarray(rows, dtype=np.int64).copy()
+    cur = np.asarray(rows, dtype=np.int64)
     if not include_self:
         cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], NO_ROW)
-    out = np.full(len(cur), NO_ROW, dtype=np.int64)
-    todo = np.flatnonzero(cur >= 0)
-    while len(todo):
-        c = cur[todo]
-        found = wanted[c]
-        out[todo[found]] = c[found]
-        todo = todo[~found]
-        cur[todo] = parent[cur[todo]]
-        todo = todo[cur[todo] >= 0]
-    return out
+    return climb(parent, cur, wanted)
 
 
 @per_trace
@@ -90,11 +76,5 @@ def launching_op(trace) -> np.ndarray:
     out[dev] = nearest_ancestor(trace, rt[dev], is_op, include_self=False)
     orphan = np.flatnonzero(device_mask(trace) & (out < 0) & (ev["external_id"] != MISSING_INT))
     ops = np.flatnonzero(is_op & (ev["external_id"] != MISSING_INT))
-    if len(orphan) and len(ops):
-        ops = ops[np.argsort(ev["external_id"][ops], kind="stable")]
-        keys = ev["external_id"][ops]
-        want = ev["external_id"][orphan]
-        pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-        hit = keys[pos] == want
-        out[orphan[hit]] = ops[pos[hit]]
+    out[orphan] = match(ev["external_id"][ops], ops, ev["external_id"][orphan])
     return out

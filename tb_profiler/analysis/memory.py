@@ -35,9 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.links import NO_ROW, device_mask, host_parent, nearest_ancestor
-from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.keys import factorize
+from tb_profiler.analysis.links import (
+    NO_ROW,
+    device_mask,
+    host_parent,
+    nearest_ancestor,
+)
+from tb_profiler.analysis.memo import per_trace
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.strings import map_string_ids

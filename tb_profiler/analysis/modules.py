@@ -28,9 +28,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launching_op, nearest_ancestor
+from tb_profiler.analysis.keys import match
+from tb_profiler.analysis.links import (
+    NO_ROW,
+    device_mask,
+    launch,
+    launching_op,
+    nearest_ancestor,
+)
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.nesting import depth as nesting_depth, subtree_sum
+from tb_profiler.analysis.nesting import climb, subtree_sum
+from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind, kind_mask
 from tb_profiler.trace.strings import map_string_ids
@@ -126,24 +134,10 @@ def _python_parents(trace, rows: np.ndarray, is_module: np.ndarray) -> np.ndarra
     pid = ev["python_id"][py]
     if (pid == MISSING_INT).any() or len(np.unique(pid)) != len(pid):
         return None
-    srt = np.argsort(pid)
-    keys, py_sorted = pid[srt], py[srt]
-
-    def lookup(ids: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
-        return np.where((keys[pos] == ids) & (ids != MISSING_INT), py_sorted[pos], NO_ROW)
-
-    out = np.full(len(rows), NO_ROW, dtype=np.int64)
-    cur = lookup(ev["python_parent_id"][rows])
-    todo = np.flatnonzero(cur >= 0)
-    while len(todo):
-        c = cur[todo]
-        found = is_module[c]
-        out[todo[found]] = c[found]
-        todo = todo[~found]
-        cur[todo] = lookup(ev["python_parent_id"][cur[todo]])
-        todo = todo[cur[todo] >= 0]
-    return out
+    # each python_function's caller frame, as a parent pointer over events
+    py_parent = np.full(len(ev), NO_ROW, dtype=np.int64)
+    py_parent[py] = match(pid, py, ev["python_parent_id"][py])
+    return climb(py_parent, match(pid, py, ev["python_parent_id"][rows]), is_module)
 
 
 def _parent_calls(trace, rows: np.ndarray, is_module: np.ndarray, source: str) -> tuple[np.ndarray, list[str]]:

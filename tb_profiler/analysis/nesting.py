@@ -61,3 +61,19 @@ def subtree_sum(values: np.ndarray, parent: np.ndarray, level: np.ndarray | None
         if len(chunk):
             np.add.at(total, parent[chunk], total[chunk])
     return total
+
+
+def climb(parent: np.ndarray, start: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """From each start row (itself included), follow ``parent`` up to the first row where
+    ``wanted`` holds; -1 where none (or where start is -1). One vectorized hop per level."""
+    cur = np.asarray(start, dtype=np.int64).copy()
+    out = np.full(len(cur), -1, dtype=np.int64)
+    todo = np.flatnonzero(cur >= 0)
+    while len(todo):
+        c = cur[todo]
+        found = wanted[c]
+        out[todo[found]] = c[found]
+        todo = todo[~found]
+        cur[todo] = parent[cur[todo]]
+        todo = todo[cur[todo] >= 0]
+    return out

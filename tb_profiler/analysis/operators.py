@@ -32,7 +32,11 @@ from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import subtree_sum
 from tb_profiler.analysis.stacks import op_stacks
-from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible, uses_tensor_cores
+from tb_profiler.analysis.tensor_cores import (
+    string_id_mask,
+    tc_eligible,
+    uses_tensor_cores,
+)
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
 

@@ -160,7 +160,8 @@ def _device(trace, device: str | None) -> tuple[list[str], str | None]:
 
 
 def memory_stats(trace, device: str | None, start_ns: int | None, end_ns: int | None) -> dict:
-    from tb_profiler.analysis.memory import memory_notes, memory_stats as _stats
+    from tb_profiler.analysis.memory import memory_notes
+    from tb_profiler.analysis.memory import memory_stats as _stats
 
     devs, dev = _device(trace, device)
     t0 = origin(trace)
@@ -172,7 +173,8 @@ def memory_stats(trace, device: str | None, start_ns: int | None, end_ns: int | 
 
 
 def memory_curve(trace, start_ns: int | None, end_ns: int | None, max_points: int) -> dict:
-    from tb_profiler.analysis.memory import devices, memory_curve as _curve, memory_notes, memory_peaks
+    from tb_profiler.analysis.memory import devices, memory_notes, memory_peaks
+    from tb_profiler.analysis.memory import memory_curve as _curve
 
     t0 = origin(trace)
     a, b = _abs(start_ns, t0), _abs(end_ns, t0)

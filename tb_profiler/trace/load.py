@@ -10,7 +10,9 @@ import os
 import time
 
 from tb_profiler import cache as _cache
-from tb_profiler import decode as _decode  # attribute lookups at call time: tests swap in tripwires
+from tb_profiler import (
+    decode as _decode,  # attribute lookups at call time: tests swap in tripwires
+)
 from tb_profiler.io.read import read_trace_bytes, source_id, stat_key
 from tb_profiler.trace.build import MODEL_VERSION, TraceState, build_state
 from tb_profiler.trace.model import Trace

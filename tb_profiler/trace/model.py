@@ -15,7 +15,14 @@ import numpy as np
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.build import PHASES, TraceState
 from tb_profiler.trace.categories import DEVICE_KINDS, KIND_NAMES, Kind, kind_mask
-from tb_profiler.trace.devices import DEVICE_WORDS, Device, backends, device_list, device_properties, runtime_names
+from tb_profiler.trace.devices import (
+    DEVICE_WORDS,
+    Device,
+    backends,
+    device_list,
+    device_properties,
+    runtime_names,
+)
 from tb_profiler.trace.metadata import ProcessInfo, parse_toplevel, step_number
 from tb_profiler.trace.strings import map_string_ids, resolve, used_ids
 from tb_profiler.trace.table import SparseStore, Table, json_loads_blob
