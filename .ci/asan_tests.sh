@@ -30,8 +30,11 @@ echo "asan: building tb_profiler._native with -fsanitize=address,undefined in $W
 (cd "$WORK" && TB_PROFILER_ASAN=1 CC="$CC_BIN" "$PYTHON" setup.py -q build_ext --inplace >"$WORK/build.log" 2>&1) || {
   cat "$WORK/build.log"; echo "asan: build failed"; exit 2; }
 SO="$(ls "$WORK"/tb_profiler/_native*.so)"
-if ! ldd "$SO" | grep -q libasan; then
-  echo "asan: $SO is not linked against libasan"; exit 2
+# ldd's output is read whole before grep looks at it: `ldd | grep -q` under pipefail fails
+# at random when grep exits at the first match and ldd dies of SIGPIPE
+DEPS="$(ldd "$SO")"
+if ! grep -q libasan <<<"$DEPS"; then
+  echo "asan: $SO is not linked against libasan:"; echo "$DEPS"; tail -20 "$WORK/build.log"; exit 2
 fi
 
 LIBASAN="$("$CC_BIN" -print-file-name=libasan.so)"
