@@ -46,3 +46,7 @@ def sample_logdir(tmp_path_factory) -> Path:
 def sample_traces(sample_logdir) -> list[Path]:
     """Every trace file in ``sample_logdir`` (10: 4 runs, 5 workers, 2 spans each)."""
     return _trace_files(sample_logdir)
+
+
+# The browser tests' fixtures (Chromium, `tb-profiler serve`, TensorBoard), one of each per session.
+pytest_plugins = ["browser_support"]

@@ -1,0 +1,195 @@
+"""Browser-test fixtures shared by the tests/test_browser*.py files (registered in conftest).
+
+Debian's Chromium driven by Playwright, against a real `tb-profiler serve` and a real
+TensorBoard over real traces, each started once per test session. ``watch`` gives a page
+that records console errors, page errors and requests leaving localhost; ``shot`` writes
+screenshots to test-output/screenshots/ (look at them). Needs the frontend bundle (built by
+`pip install -e .`) and /usr/bin/chromium (the README's test command installs it); outside
+CI a missing one skips the browser tests, in CI it fails them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote, urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "traces"
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+BUNDLE = ROOT / "tb_profiler" / "plugin" / "static" / "index.js"
+API = "data/plugin/pytorch_profiler"
+V100_RUN = "resnet50_num_workers_0"
+VIEWS = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed", "Diff")
+
+
+def require(ok: bool, why: str) -> None:
+    if not ok:
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def playwright_browser():
+    require(Path(CHROMIUM).exists(), f"{CHROMIUM} missing (apt-get install chromium)")
+    require(BUNDLE.exists(), "frontend bundle not built (pip install -e . builds it)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def logdir(tmp_path_factory, sample_logdir) -> Path:
+    out = tmp_path_factory.mktemp("browser_logdir")
+    shutil.copytree(SHARED / "kineto-resnet50-v100" / V100_RUN, out / V100_RUN)
+    for run in ("cnn_workers0", "ddp_gloo"):
+        shutil.copytree(sample_logdir / run, out / run)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status, json.loads(r.read() or b"null")
+
+
+def wait_loaded(base: str, proc: subprocess.Popen, limit_s: float = 120) -> None:
+    """Until every file of the logdir is loaded (or failed), bounded in time."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            status, doc = get_json(f"{base}/{API}/status")
+            if status == 200 and not doc.get("loading") and doc.get("runs"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{base} did not finish loading in {limit_s} s")
+
+
+def start_server(cmd: list[str], base: str, cache_dir: Path) -> subprocess.Popen:
+    env = dict(os.environ, TB_PROFILER_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        wait_loaded(base, proc)
+    except Exception:
+        proc.kill()
+        raise
+    return proc
+
+
+@pytest.fixture(scope="session")
+def serve_url(logdir, tmp_path_factory):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = start_server([sys.executable, "-m", "tb_profiler.cli", "serve", str(logdir), "--port", str(port)],
+                  base, tmp_path_factory.mktemp("cache"))
+    yield base
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+class PageWatch:
+    """A page that records console errors, page errors and requests leaving localhost."""
+
+    def __init__(self, browser):
+        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.outside: list[str] = []
+        # "Failed to load resource" repeats what the response listener reports with its URL.
+        self.page.on("console", lambda m: self.errors.append(m.text)
+                     if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", self._request)
+        self.page.on("response", lambda r: self.errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
+
+    def _request(self, request) -> None:
+        host = urlparse(request.url).hostname
+        if request.url.startswith(("data:", "blob:", "about:")):
+            return
+        if host not in ("127.0.0.1", "localhost"):
+            self.outside.append(request.url)
+
+    def open(self, url: str) -> None:
+        self.page.goto(url, wait_until="networkidle", timeout=60_000)
+
+    def settle(self) -> None:
+        self.page.wait_for_load_state("networkidle", timeout=60_000)
+        self.page.wait_for_timeout(500)
+
+    def text(self) -> str:
+        return self.page.inner_text("body")
+
+    def shot(self, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def watch(playwright_browser):
+    w = PageWatch(playwright_browser)
+    yield w
+    w.close()
+
+
+def hash_state(**state: str) -> str:
+    return "#" + "&".join(f"{k}={quote(v, safe='/')}" for k, v in state.items())
+
+
+@pytest.fixture(scope="session")
+def tensorboard_url(logdir, tmp_path_factory):
+    from importlib.metadata import entry_points
+
+    require(any(e.name == "pytorch_profiler" for e in entry_points(group="tensorboard_plugins")),
+             "the pytorch_profiler TensorBoard plugin is not registered (pip install -e .)")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", str(port),
+           "--host", "127.0.0.1", "--reload_interval", "2"]
+    proc = start_server(cmd, base, tmp_path_factory.mktemp("cache"))
+    yield base
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def plugin_frame(page, limit_s: float = 60):
+    """The iframe TensorBoard renders the plugin in, once the app has drawn its header."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            if frame is not page.main_frame and "pytorch_profiler" in frame.url:
+                try:
+                    if "PyTorch Profiler" in frame.inner_text("body", timeout=1000):
+                        return frame
+                except Exception:  # noqa: BLE001 - the frame may still be navigating
+                    pass
+        page.wait_for_timeout(300)
+    raise TimeoutError("the plugin never rendered inside TensorBoard")
