@@ -553,13 +553,17 @@ class ProfilerApp:
             if route == static.ENTRY:
                 return self.text(static.not_built_module(), "text/javascript")
             raise ApiError(404, f"no route or file {route[:200]!r}")
-        with open(path, "rb") as f:
-            data = f.read()
         ctype = static.content_type(path)
         if ctype.startswith("text/") or ctype in ("application/json", "image/svg+xml"):
             ctype += "; charset=utf-8"
-        cache = "no-cache" if route == static.ENTRY else "public, max-age=3600"
-        return Response(data, content_type=ctype, headers={"Cache-Control": cache})
+        # The bundle's names carry no hash (index.js, index.css): the browser revalidates
+        # every file, so a reinstalled bundle never runs with a stale stylesheet or chunk.
+        headers = {"Cache-Control": "no-cache", "ETag": static.etag(path)}
+        if request.if_none_match.contains(headers["ETag"].strip('"')):
+            return Response(status=304, headers=headers)
+        with open(path, "rb") as f:
+            data = f.read()
+        return Response(data, content_type=ctype, headers=headers)
 
 
 def _open_binary(path: str):

@@ -44,6 +44,12 @@ def resolve(rel: str) -> str | None:
     return path
 
 
+def etag(path: str) -> str:
+    """A strong validator from the file's size and mtime: a rebuilt bundle gets a new one."""
+    st = os.stat(path)
+    return f'"{st.st_size:x}-{st.st_mtime_ns:x}"'
+
+
 def content_type(path: str) -> str:
     ext = os.path.splitext(path)[1].lower()
     return _TYPES.get(ext) or mimetypes.guess_type(path)[0] or "application/octet-stream"
@@ -67,13 +73,15 @@ STANDALONE_ENTRY = "_standalone_entry.js"
 
 def standalone_page(built: bool) -> str:
     """The standalone server's ``/``: TensorBoard's plugin iframe document, without its
-    inline script (our CSP allows none): a module file imports index.js and renders."""
+    inline script (our CSP allows none): a module file imports index.js and renders.
+    The base is relative, so the page also works behind a proxy that serves it under a
+    path prefix (JupyterHub, code-server's /proxy/PORT/)."""
     body = ("" if built else
             "<pre style=\"white-space:pre-wrap;font:14px sans-serif;padding:24px\">"
             + NOT_BUILT.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</pre>")
     script = f'<script type="module" src="{STANDALONE_ENTRY}"></script>' if built else ""
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>PyTorch Profiler</title>"
-            "<base href=\"/data/plugin/pytorch_profiler/\"></head>"
+            "<base href=\"data/plugin/pytorch_profiler/\"></head>"
             f"<body>{body}{script}</body></html>\n")
 
 
