@@ -54,7 +54,12 @@ function BreakdownCharts({ data, dark }: { data: OverviewReply; dark: boolean })
       type: "pie",
       radius: ["35%", "62%"],
       center: ["50%", "52%"],
-      label: { formatter: (p: { name: string; percent: number }) => `${p.name}\n${p.percent.toFixed(1)}%` },
+      // Slices under ~3% get no label (their names would pile up); the legend beside the
+      // bars and the tooltip still name them. Explicit line height: two lines per label.
+      minShowLabelAngle: 10,
+      avoidLabelOverlap: true,
+      labelLayout: { hideOverlap: true },
+      label: { lineHeight: 15, formatter: (p: { name: string; percent: number }) => `${p.name}\n${p.percent.toFixed(1)}%` },
       data: cats
         .map((c) => ({ name: labels[c], value: Number(data.summary.average_ns[c] ?? 0), itemStyle: { color: CAT_COLORS[c] } }))
         .filter((d) => d.value > 0),
