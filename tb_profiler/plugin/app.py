@@ -152,6 +152,7 @@ class ProfilerApp:
             "memory": self.r_memory, "memory_curve": self.r_memory_curve, "memory_events": self.r_memory_events,
             "module": self.r_module, "tree": self.r_tree,
             "trace": self.r_trace, "trace/event": self.r_trace_event, "trace/raw": self.r_trace_raw,
+            "trace/search": self.r_trace_search,
             "distributed/gpuinfo": self.r_dist_gpuinfo, "distributed/overlap": self.r_dist_overlap,
             "distributed/waittime": self.r_dist_wait, "distributed/commops": self.r_dist_commops,
             "diff": self.r_diff, "diffnode": self.r_diffnode,
@@ -459,7 +460,8 @@ class ProfilerApp:
         a, b = self._window(p)
         width = p.integer("width", 1500, 100, 10000)
         max_events = p.integer("max_events", 20000, 100, 100000)
-        return self.one(request, window, a, b, width, max_events)
+        max_flows = p.integer("max_flows", 2000, 0, 20000)
+        return self.one(request, window, a, b, width, max_events, max_flows)
 
     def r_trace_event(self, request: Request) -> Response:
         from tb_profiler.plugin.timeline import event_detail
@@ -475,6 +477,23 @@ class ProfilerApp:
             return event_detail(trace, i)
 
         return self.one(request, detail)
+
+    SEARCH_MAX_Q = 200
+
+    def r_trace_search(self, request: Request) -> Response:
+        """Find events by name on the server, so the browser finds matches outside the
+        window it holds; q is plain text, bounded (200 chars) and printable."""
+        from tb_profiler.plugin.timeline import search
+
+        p = Params(request.args)
+        q = p.text("q", required=True, max_len=self.SEARCH_MAX_Q)
+        if not q.strip():
+            raise ApiError(400, "query parameter 'q' must not be empty")
+        if any(ord(c) < 32 for c in q):
+            raise ApiError(400, "query parameter 'q' holds a control character")
+        limit = p.integer("limit", 500, 1, 5000)
+        offset = p.integer("offset", 0, 0, 1 << 40)
+        return self.one(request, search, q, limit, offset)
 
     def r_trace_raw(self, request: Request) -> Response:
         entry = self._entry(Params(request.args))

@@ -10,19 +10,38 @@ the trace size.
 
 Times in and out are relative to the trace's origin (its first event), because
 absolute Kineto timestamps (~1.6e18 ns) do not fit a JavaScript number exactly.
+
+The window also carries, bounded, the flows (arrows) touching it — CPU launch ->
+device event from the correlation links of ``analysis.links``, forward -> backward
+and other recorded flows from the trace's flows table — and, per device that ran
+kernels, a utilization counter binned to the request's pixels. ``search`` finds events
+by name through the string table, so the browser never needs the whole trace to find
+one.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
-from tb_profiler.analysis.keys import factorize
+from tb_profiler.analysis.gpu import device_ids
+from tb_profiler.analysis.intervals import covered_in, merge_intervals
+from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.nesting import parents
+from tb_profiler.analysis.steps import valid_times
+from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import KIND_NAMES, Kind
+from tb_profiler.trace.strings import used_ids
+
+# Flow kinds as the API names them (index = the code stored per flow).
+FLOW_KINDS: tuple[str, ...] = ("launch", "fwdbwd", "flow")
+_LAUNCH, _FWDBWD, _FLOW = 0, 1, 2
+# A flow's relation, seen from its source and from its destination (trace/event links).
+_FLOW_RELATIONS = {_FWDBWD: ("backward", "forward"), _FLOW: ("flow_to", "flow_from")}
 
 
 @dataclass
@@ -107,8 +126,10 @@ def _int(v) -> int:
         return 0
 
 
-def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_events: int) -> dict:
-    """The events of ``[start_ns, end_ns)`` (relative ns) for ``width`` pixels; see module doc."""
+def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_events: int,
+           max_flows: int = 2000) -> dict:
+    """The events of ``[start_ns, end_ns)`` (relative ns) for ``width`` pixels, the flows
+    touching them and the device utilization counters; see module doc."""
     idx = timeline_index(trace)
     ev = trace.events
     t0 = origin(trace)
@@ -177,6 +198,7 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         busy = [{"track": int(t), "depth": int(d), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "count": int(c)}
                 for t, d, s, e, c in zip(b_track.tolist(), b_depth.tolist(), b_start.tolist(),
                                          b_end.tolist(), b_count.tolist())]
+    flows, flows_in_window = window_flows(trace, abs_a, abs_b, wide, max_flows)
     return {
         "origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)),
         "span": {"start_ns": 0, "end_ns": span_end},
@@ -185,8 +207,12 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         "tracks": idx.tracks,
         "events": events,
         "busy": busy,
-        "counts": {"events": len(events), "busy": len(busy), "in_window": int(len(cand))},
+        "flows": flows,
+        "counters": utilization(trace, abs_a, abs_b, width),
+        "counts": {"events": len(events), "busy": len(busy), "in_window": int(len(cand)),
+                   "flows": len(flows), "flows_in_window": flows_in_window},
         "truncated": truncated,
+        "flows_truncated": flows_in_window > len(flows),
     }
 
 
@@ -206,7 +232,7 @@ def event_detail(trace, i: int) -> dict:
             links.append({"i": int(j), "relation": relation, "name": trace.str(ev["name"][j]),
                           "cat": trace.str(ev["cat"][j]) or KIND_NAMES[ev["kind"][j]],
                           "ts_ns": int(ev["ts"][j]) - t0, "dur_ns": int(ev["dur"][j]),
-                          "track": int(idx.track[j])})
+                          "track": int(idx.track[j]), "depth": int(idx.depth[j])})
 
     rt, op = launch(trace), launching_op(trace)
     link(int(rt[i]), "launched_by")
@@ -216,9 +242,203 @@ def event_detail(trace, i: int) -> dict:
         launched = np.flatnonzero(op == i)
     for j in launched[:1000].tolist():
         link(j, "launched")
+    for j, relation in recorded_flow_links(trace, i):
+        link(j, relation)
     try:
         args = trace.args(i)
     except Exception as exc:  # args text the decoder kept but json cannot parse
         args = {"<error>": f"args could not be parsed: {exc}"}
     return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), "event": events, "args": args, "links": links,
             "links_truncated": bool(len(launched) > 1000)}
+
+
+# -- flows ------------------------------------------------------------------------------------
+@dataclass
+class FlowPairs:
+    """Every arrow of a trace as event rows, sorted by ``lo`` (the earlier endpoint's start)."""
+
+    src: np.ndarray    # event row the arrow leaves
+    dst: np.ndarray    # event row it points to
+    kind: np.ndarray   # code into FLOW_KINDS
+    lo: np.ndarray     # min(ts) of both endpoints, absolute ns
+    hi: np.ndarray     # max(end) of both endpoints
+
+
+@per_trace
+def flow_pairs(trace) -> FlowPairs:
+    """Launch arrows (runtime call -> device event, from the correlation links; the
+    launching operator where the trace has no runtime call) and the trace's recorded
+    flows other than ac2g (forward -> backward, ...), whose ac2g twins the correlation
+    links already give."""
+    l_src, l_dst = _launch_pairs(trace)
+    r_src, r_dst, r_kind = _recorded_pairs(trace)
+    src = np.concatenate([l_src, r_src]).astype(np.int64)
+    dst = np.concatenate([l_dst, r_dst]).astype(np.int64)
+    kind = np.concatenate([np.full(len(l_src), _LAUNCH, np.int64), r_kind]).astype(np.int64)
+    ts, end = trace.events["ts"], timeline_index(trace).end
+    lo = np.minimum(ts[src], ts[dst])
+    hi = np.maximum(end[src], end[dst])
+    order = np.argsort(lo, kind="stable")
+    return FlowPairs(src[order], dst[order], kind[order], lo[order], hi[order])
+
+
+def _launch_pairs(trace) -> tuple[np.ndarray, np.ndarray]:
+    rt, op = launch(trace), launching_op(trace)
+    dst = np.flatnonzero((rt >= 0) | (op >= 0))
+    return np.where(rt[dst] >= 0, rt[dst], op[dst]), dst
+
+
+def _recorded_pairs(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, kind code) of the flows table's s/f pairs other than ac2g.
+
+    Each flow event binds to the event on its thread starting at its exact ts (Kineto
+    writes them so), a cpu_op first; the two ends of one (kind, id) are its earliest and
+    latest flow event, the "bp": "e" one last on a tie."""
+    fl = trace.flows
+    empty = np.zeros(0, np.int64)
+    keep = np.flatnonzero((fl["kind"] != Kind.AC2G) & (fl["id"] != MISSING_INT)) if len(fl) else empty
+    if not len(keep):
+        return empty, empty, empty
+    bound = _bind_flows(trace, keep)
+    group, _ = factorize(fl["kind"][keep], fl["id"][keep])
+    is_end = fl["bp"][keep] == ord("e")
+    order = np.lexsort((is_end, fl["ts"][keep], group))
+    g = group[order]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    last = np.r_[first[1:] - 1, len(g) - 1]
+    src, dst = bound[order[first]], bound[order[last]]
+    ok = (first != last) & (src >= 0) & (dst >= 0) & (src != dst)
+    fk = fl["kind"][keep][order[first]]
+    code = np.where(fk == Kind.FWDBWD, _FWDBWD, _FLOW)
+    return src[ok], dst[ok], code[ok].astype(np.int64)
+
+
+def _bind_flows(trace, rows: np.ndarray) -> np.ndarray:
+    """The event row each flow row binds to (-1 when none starts there on its thread).
+    Only events starting at some flow's ts take part in the join (a few per flow, not
+    the whole trace)."""
+    ev, fl = trace.events, trace.flows
+    cand = np.flatnonzero(np.isin(ev["ts"], fl["ts"][rows]))
+    n = len(cand)
+    cols = ("pid", "tid", "pid_str", "tid_str", "ts")
+    code, _ = factorize(*(np.concatenate([ev[c][cand], fl[c][rows]]) for c in cols))
+    ev_code, fl_code = code[:n], code[n:]
+    ops = np.flatnonzero(ev["kind"][cand] == Kind.CPU_OP)
+    out = match(ev_code[ops], cand[ops], fl_code)
+    miss = np.flatnonzero(out < 0)
+    if len(miss):
+        out[miss] = match(ev_code, cand, fl_code[miss])
+    return out
+
+
+def recorded_flow_links(trace, i: int) -> list[tuple[int, str]]:
+    """(event row, relation) of the recorded flows (not launches) that start or end at i."""
+    f = flow_pairs(trace)
+    rec = f.kind != _LAUNCH
+    out = [(int(j), _FLOW_RELATIONS[int(k)][0]) for j, k in zip(f.dst[rec & (f.src == i)][:100].tolist(),
+                                                               f.kind[rec & (f.src == i)][:100].tolist())]
+    out += [(int(j), _FLOW_RELATIONS[int(k)][1]) for j, k in zip(f.src[rec & (f.dst == i)][:100].tolist(),
+                                                                f.kind[rec & (f.dst == i)][:100].tolist())]
+    return out
+
+
+def window_flows(trace, abs_a: int, abs_b: int, wide: np.ndarray, max_flows: int) -> tuple[list[dict], int]:
+    """The flows with an endpoint event overlapping [abs_a, abs_b) (at most max_flows:
+    those whose both ends are drawn as events first, then by time) and how many there are."""
+    f = flow_pairs(trace)
+    stop = int(np.searchsorted(f.lo, abs_b, side="left"))
+    ts, end = trace.events["ts"], timeline_index(trace).end
+    src, dst = f.src[:stop], f.dst[:stop]
+    inside = _overlaps(ts[src], end[src], abs_a, abs_b) | _overlaps(ts[dst], end[dst], abs_a, abs_b)
+    sel = np.flatnonzero(inside)
+    total = len(sel)
+    if total > max_flows:
+        drawn = np.isin(f.src[sel], wide).astype(np.int64) + np.isin(f.dst[sel], wide)
+        sel = np.sort(sel[np.argsort(-drawn, kind="stable")[:max_flows]])
+    return _flow_dicts(trace, f, sel), total
+
+
+def _overlaps(ts: np.ndarray, end: np.ndarray, a: int, b: int) -> np.ndarray:
+    """[ts, end) meets [a, b); a zero-length event counts at its instant."""
+    return (ts < b) & (np.maximum(end, ts + 1) > a)
+
+
+def _flow_dicts(trace, f: FlowPairs, sel: np.ndarray) -> list[dict]:
+    idx = timeline_index(trace)
+    t0 = origin(trace)
+    ts = trace.events["ts"]
+    s, d = f.src[sel], f.dst[sel]
+    cols = zip(f.kind[sel].tolist(), s.tolist(), (ts[s] - t0).tolist(), idx.track[s].tolist(), idx.depth[s].tolist(),
+               d.tolist(), (ts[d] - t0).tolist(), idx.track[d].tolist(), idx.depth[d].tolist())
+    return [{"kind": FLOW_KINDS[k], "from": a, "from_ts_ns": at, "from_track": atr, "from_depth": ad,
+             "to": b, "to_ts_ns": bt, "to_track": btr, "to_depth": bd}
+            for k, a, at, atr, ad, b, bt, btr, bd in cols]
+
+
+# -- device utilization -------------------------------------------------------------------------
+@per_trace
+def kernel_busy(trace) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per device that ran kernels: (device id, merged kernel intervals as starts, ends).
+    Kernels only, like the overview's utilization (analysis.gpu); memcpy/memset do not
+    count as the device computing."""
+    ev = trace.events
+    did = device_ids(trace)
+    rows = np.flatnonzero((ev["kind"] == Kind.KERNEL) & valid_times(trace) & (did >= 0))
+    out = []
+    for dev in np.unique(did[rows]).tolist():  # one pass per device (a handful)
+        r = rows[did[rows] == dev]
+        ms, me = merge_intervals(ev["ts"][r], ev["ts"][r] + ev["dur"][r])
+        out.append((int(dev), ms, me))
+    return out
+
+
+def bin_edges(a: int, b: int, bins: int) -> np.ndarray:
+    """bins + 1 integer edges splitting [a, b) as evenly as integers allow (bin k starts
+    at a + floor(k * (b - a) / bins)), without overflowing int64 for any window."""
+    q, r = divmod(int(b) - int(a), bins)
+    k = np.arange(bins + 1, dtype=np.int64)
+    return int(a) + k * q + (k * r) // bins
+
+
+def utilization(trace, abs_a: int, abs_b: int, bins: int) -> list[dict]:
+    """Per device, the fraction of each of ``bins`` equal bins of [abs_a, abs_b) during
+    which at least one kernel ran (a bin narrower than 1 ns looks at the ns it starts in)."""
+    busy = kernel_busy(trace)
+    if not busy:
+        return []
+    edges = bin_edges(abs_a, abs_b, bins)
+    lo = edges[:-1]
+    hi = np.maximum(edges[1:], lo + 1)
+    word = trace.device_word or "GPU"
+    t0 = origin(trace)
+    return [{"name": f"{word} {dev} utilization", "kind": "utilization", "device": str(dev),
+             "start_ns": int(abs_a) - t0, "end_ns": int(abs_b) - t0, "bins": bins,
+             "values": np.round(covered_in(ms, me, lo, hi) / (hi - lo), 4).tolist()}
+            for dev, ms, me in busy]
+
+
+# -- search ----------------------------------------------------------------------------------
+@per_trace
+def event_names(trace) -> tuple[np.ndarray, pd.Series]:
+    """The string ids used as event names, and those names lower-cased: a search scans
+    the distinct names (thousands) instead of the events (millions)."""
+    ids = used_ids(trace.events["name"], len(trace.strings))
+    return ids, pd.Series(trace.strings[ids], dtype=object).str.lower()
+
+
+def search(trace, q: str, limit: int, offset: int = 0) -> dict:
+    """Events whose name contains q (case-insensitive), in time order: the count, and
+    ``limit`` of them from ``offset`` with what the timeline needs to jump to each."""
+    ev = trace.events
+    ids, lowered = event_names(trace)
+    hit = ids[lowered.str.contains(q.lower(), regex=False).to_numpy(dtype=bool)] if len(ids) else ids
+    rows = np.flatnonzero(np.isin(ev["name"], hit)) if len(hit) else np.zeros(0, np.int64)
+    page = rows[offset:offset + limit]
+    idx = timeline_index(trace)
+    t0 = origin(trace)
+    names = trace.str(ev["name"][page]) if len(page) else []
+    matches = [{"i": i, "ts_ns": t, "dur_ns": d, "track": tr, "depth": dp, "name": nm}
+               for i, t, d, tr, dp, nm in zip(page.tolist(), (ev["ts"][page] - t0).tolist(), ev["dur"][page].tolist(),
+                                              idx.track[page].tolist(), idx.depth[page].tolist(), names)]
+    return {"q": q, "count": len(rows), "names": len(hit), "offset": offset, "limit": limit,
+            "matches": matches, "truncated": offset + len(matches) < len(rows)}

@@ -340,6 +340,30 @@ export interface BusyBlock {
   count: number;
 }
 
+/** An arrow between two events (docs/api.md, GET trace: flows). */
+export interface TimelineFlow {
+  kind: "launch" | "fwdbwd" | "flow" | string;
+  from: number;
+  from_ts_ns: number;
+  from_track: number;
+  from_depth: number;
+  to: number;
+  to_ts_ns: number;
+  to_track: number;
+  to_depth: number;
+}
+
+/** A counter binned to the request's pixels: bin k covers [start + k*(end-start)/bins, ...). */
+export interface TimelineCounter {
+  name: string;
+  kind: "utilization" | string;
+  device: string;
+  start_ns: number;
+  end_ns: number;
+  bins: number;
+  values: number[];
+}
+
 export interface TimelineReply {
   origin_ns: string | null;
   wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
@@ -349,9 +373,31 @@ export interface TimelineReply {
   tracks: TimelineTrack[];
   events: TimelineEvent[];
   busy: BusyBlock[];
-  counts: { events: number; busy: number; in_window: number };
+  flows?: TimelineFlow[];
+  counters?: TimelineCounter[];
+  counts: { events: number; busy: number; in_window: number; flows?: number; flows_in_window?: number };
   truncated: boolean;
+  flows_truncated?: boolean;
   notes?: string[];
+}
+
+export interface SearchMatch {
+  i: number;
+  ts_ns: number;
+  dur_ns: number;
+  track: number;
+  depth: number;
+  name: string;
+}
+
+export interface SearchReply {
+  q: string;
+  count: number;
+  names: number;
+  offset: number;
+  limit: number;
+  matches: SearchMatch[];
+  truncated: boolean;
 }
 
 export interface EventLink {
@@ -362,6 +408,7 @@ export interface EventLink {
   ts_ns?: number;
   dur_ns?: number;
   track?: number;
+  depth?: number;
 }
 
 export interface EventDetailReply {

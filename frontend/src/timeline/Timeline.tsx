@@ -4,15 +4,18 @@
 // events as the server's merged "busy" blocks. Zoom (Ctrl/⌘/Alt + wheel, W/S, +/-),
 // pan (drag, horizontal wheel, A/D, arrows), range zoom (Shift + drag), vertical
 // scroll (wheel), click for details, hover for a tooltip. Names are drawn with
-// fillText or shown as React text: never HTML.
+// fillText or shown as React text: never HTML. Arrows (flows) are drawn from their
+// endpoints' coordinates, so an end merged into a busy block or outside the window
+// still gets its arrow; what was drawn is mirrored into data- attributes of the
+// timeline's box (data-flows, data-counters, data-window-*) for tests and tools.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
 import { fmtDuration } from "../util/format";
-import { nameColor, palette } from "./colors";
+import { counterFill, nameColor, palette } from "./colors";
 import {
-  counterAt, fitRange, hitTest, layoutTracks, panBy, spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
-  type Range, type Viewport,
+  counterAt, fitRange, hitTest, layoutTracks, panBy, rowMiddle, spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
+  type Range, type TrackBox, type Viewport,
 } from "./coords";
 
 export const RULER_H = 26;
@@ -22,17 +25,33 @@ const GAP = 2;
 
 export const COUNTER_H = 40;
 
-/** A counter drawn as a step area above the tracks (memory allocated per device). */
+/** A counter drawn as a step area above the tracks (device utilization, memory allocated). */
 export interface Counter {
   name: string;
   /** [time ns, value] sorted by time; null = unknown */
   points: [number, number | null][];
   format: (v: number) => string;
+  /** "utilization" | "memory": picks the fill */
+  kind?: string;
+  /** the value at the top of the track (default: the largest value shown) */
+  max?: number;
+}
+
+/** One end of an arrow: an event's start on its track row. */
+export interface FlowEnd {
+  i: number;
+  ts_ns: number;
+  track: number;
+  depth: number;
 }
 
 export interface FlowLink {
-  from: number;
-  to: number;
+  from: FlowEnd;
+  to: FlowEnd;
+  /** launch, fwdbwd, operator (a kernel's issuing op: dashed), flow */
+  kind?: string;
+  /** drawn thin and pale: flows in view that do not touch the selection */
+  faint?: boolean;
 }
 
 interface Props {
@@ -79,7 +98,6 @@ export function Timeline(props: Props) {
   const view: Viewport = useMemo(() => ({ ...vp, width }), [vp, width]);
   const layout = useMemo(() => layoutTracks(tracks, ROW_H, HEADER_H, collapsed, GAP), [tracks, collapsed]);
   const boxById = useMemo(() => new Map(layout.boxes.map((b) => [b.id, b])), [layout]);
-  const byI = useMemo(() => new Map(events.map((e) => [e.i, e])), [events]);
   const needle = search.trim().toLowerCase();
   const plotH = height - RULER_H;
   const maxScroll = Math.max(0, layout.height + countersH - plotH);
@@ -155,8 +173,8 @@ export function Timeline(props: Props) {
       if (y0 > H || y0 + COUNTER_H < RULER_H) return;
       ctx.fillStyle = pal.header;
       ctx.fillRect(0, y0, W, COUNTER_H - 2);
-      let max = 0;
-      for (const [, v] of cn.points) if (v !== null && v > max) max = v;
+      let max = cn.max ?? 0;
+      if (cn.max === undefined) for (const [, v] of cn.points) if (v !== null && v > max) max = v;
       if (max > 0 && cn.points.length) {
         const base = y0 + COUNTER_H - 3;
         const scale = (COUNTER_H - 8) / max;
@@ -172,11 +190,16 @@ export function Timeline(props: Props) {
         ctx.lineTo(W + 1, lastY);
         ctx.lineTo(W + 1, base);
         ctx.closePath();
-        ctx.fillStyle = dark ? "rgba(115,192,222,0.45)" : "rgba(84,112,198,0.35)";
+        ctx.fillStyle = counterFill(cn.kind, dark);
         ctx.fill();
       }
+      const label = cn.max !== undefined ? cn.name : `${cn.name}${max > 0 ? ` (max ${cn.format(max)})` : ""}`;
+      ctx.globalAlpha = 0.8; // the label stays readable over the area
+      ctx.fillStyle = pal.header;
+      ctx.fillRect(2, y0 + 2, ctx.measureText(label).width + 8, 14);
+      ctx.globalAlpha = 1;
       ctx.fillStyle = pal.headerText;
-      ctx.fillText(`${cn.name}${max > 0 ? ` (max ${cn.format(max)})` : ""}`, 6, y0 + 9);
+      ctx.fillText(label, 6, y0 + 9);
     });
 
     // grid lines
@@ -247,35 +270,9 @@ export function Timeline(props: Props) {
     }
     ctx.globalAlpha = 1;
 
-    // flows of the selection (kernel <-> launch)
-    if (flows.length) {
-      ctx.strokeStyle = pal.flow;
-      ctx.fillStyle = pal.flow;
-      ctx.lineWidth = 1.5;
-      for (const f of flows) {
-        const a = byI.get(f.from);
-        const z = byI.get(f.to);
-        if (!a || !z) continue;
-        const ba = boxById.get(a.track);
-        const bz = boxById.get(z.track);
-        if (!ba || !bz || a.depth >= ba.rows || z.depth >= bz.rows) continue;
-        const x0 = timeToX(a.ts_ns, view);
-        const y0 = top + ba.y + HEADER_H + a.depth * ROW_H + ROW_H / 2;
-        const x1 = timeToX(z.ts_ns, view);
-        const y1 = top + bz.y + HEADER_H + z.depth * ROW_H + ROW_H / 2;
-        ctx.beginPath();
-        ctx.moveTo(x0, y0);
-        ctx.bezierCurveTo(x0 + 30, y0, x1 - 30, y1, x1, y1);
-        ctx.stroke();
-        const ang = Math.atan2(y1 - y0, x1 - x0 - 30);
-        ctx.beginPath();
-        ctx.moveTo(x1, y1);
-        ctx.lineTo(x1 - 7 * Math.cos(ang - 0.4), y1 - 7 * Math.sin(ang - 0.4));
-        ctx.lineTo(x1 - 7 * Math.cos(ang + 0.4), y1 - 7 * Math.sin(ang + 0.4));
-        ctx.closePath();
-        ctx.fill();
-      }
-    }
+    // flows: the faint ones in view first, the selection's on top
+    const drawn = drawFlows(ctx, flows, boxById, view, top, W, H, pal);
+    if (wrap.current) wrap.current.dataset.flows = drawn.join(" ");
 
     if (selBox) {
       ctx.strokeStyle = pal.select;
@@ -321,7 +318,7 @@ export function Timeline(props: Props) {
       ctx.fillStyle = pal.select;
       ctx.fillRect(0, RULER_H - 2, W, 2);
     }
-  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, byI, range, loading, counters, countersH]);
+  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, range, loading, counters, countersH]);
 
   useEffect(() => {
     const id = requestAnimationFrame(draw);
@@ -480,7 +477,14 @@ export function Timeline(props: Props) {
   };
 
   return (
-    <div className="timeline" ref={wrap}>
+    <div
+      className="timeline"
+      ref={wrap}
+      data-window-start={Math.floor(vp.start)}
+      data-window-end={Math.ceil(vp.end)}
+      data-selected={selected ?? ""}
+      data-counters={counters.map((c) => c.name).join("|")}
+    >
       <canvas
         ref={canvas}
         tabIndex={0}
@@ -534,4 +538,59 @@ export function Timeline(props: Props) {
       )}
     </div>
   );
+}
+
+/**
+ * Draws the arrows (a curve from the start of `from` to the start of `to` with a head)
+ * and returns "from>to" for each one drawn: both ends on a laid-out track and the
+ * curve crossing the visible area.
+ */
+function drawFlows(
+  ctx: CanvasRenderingContext2D,
+  flows: readonly FlowLink[],
+  boxById: ReadonlyMap<number, TrackBox>,
+  view: Viewport,
+  top: number,
+  W: number,
+  H: number,
+  pal: ReturnType<typeof palette>,
+): string[] {
+  const drawn: string[] = [];
+  const order = [...flows.filter((f) => f.faint), ...flows.filter((f) => !f.faint)];
+  const clampX = (x: number) => Math.max(-W, Math.min(2 * W, x));
+  for (const f of order) {
+    const ba = boxById.get(f.from.track);
+    const bz = boxById.get(f.to.track);
+    if (!ba || !bz) continue;
+    const x0 = clampX(timeToX(f.from.ts_ns, view));
+    const x1 = clampX(timeToX(f.to.ts_ns, view));
+    const y0 = top + rowMiddle(ba, f.from.depth, ROW_H, HEADER_H);
+    const y1 = top + rowMiddle(bz, f.to.depth, ROW_H, HEADER_H);
+    if ((x0 < 0 && x1 < 0) || (x0 > W && x1 > W) || (y0 < RULER_H && y1 < RULER_H) || (y0 > H && y1 > H)) continue;
+    const color = f.faint ? pal.flowFaint : pal.flow;
+    ctx.strokeStyle = color;
+    ctx.fillStyle = color;
+    ctx.lineWidth = f.faint ? 1 : 1.75;
+    ctx.setLineDash(f.kind === "operator" ? [5, 3] : []);
+    const bend = Math.min(40, Math.abs(x1 - x0) / 2 + 12);
+    ctx.beginPath();
+    ctx.moveTo(x0, y0);
+    ctx.bezierCurveTo(x0 + bend, y0, x1 - bend, y1, x1, y1);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    const head = f.faint ? 5 : 7; // the curve enters its end horizontally, from the left
+    ctx.beginPath();
+    ctx.moveTo(x1, y1);
+    ctx.lineTo(x1 - head, y1 - head * 0.5);
+    ctx.lineTo(x1 - head, y1 + head * 0.5);
+    ctx.closePath();
+    ctx.fill();
+    if (!f.faint) {
+      ctx.beginPath();
+      ctx.arc(x0, y0, 2.5, 0, 2 * Math.PI);
+      ctx.fill();
+    }
+    drawn.push(`${f.from.i}>${f.to.i}`);
+  }
+  return drawn;
 }

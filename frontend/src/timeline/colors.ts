@@ -28,6 +28,8 @@ export interface Palette {
   busy: string;
   select: string;
   flow: string;
+  /** flows in view that do not touch the selection */
+  flowFaint: string;
   range: string;
   ruler: string;
 }
@@ -37,11 +39,17 @@ export function palette(dark: boolean): Palette {
     ? {
         bg: "#1e1f22", text: "#e8e8e8", muted: "#9aa0a6", grid: "rgba(255,255,255,0.07)", header: "#2a2c31",
         headerText: "#d0d4da", busy: "rgba(140,160,190,0.55)", select: "#ffcc00", flow: "#ff9f43",
-        range: "rgba(80,140,255,0.18)", ruler: "#25272b",
+        flowFaint: "rgba(255,159,67,0.45)", range: "rgba(80,140,255,0.18)", ruler: "#25272b",
       }
     : {
         bg: "#ffffff", text: "#1f1f1f", muted: "#5f6368", grid: "rgba(0,0,0,0.06)", header: "#f1f3f4",
         headerText: "#3c4043", busy: "rgba(110,130,160,0.5)", select: "#d93025", flow: "#e8710a",
-        range: "rgba(26,115,232,0.15)", ruler: "#f8f9fa",
+        flowFaint: "rgba(232,113,10,0.4)", range: "rgba(26,115,232,0.15)", ruler: "#f8f9fa",
       };
+}
+
+/** Fill of a counter track: device utilization green, memory blue. */
+export function counterFill(kind: string | undefined, dark: boolean): string {
+  if (kind === "utilization") return dark ? "rgba(129,201,149,0.55)" : "rgba(52,168,83,0.45)";
+  return dark ? "rgba(115,192,222,0.45)" : "rgba(84,112,198,0.35)";
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
-  MIN_SPAN_NS, clampViewport, counterAt, fitRange, hitTest, layoutTracks, niceStep, nsPerPx, panBy,
-  spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
+  MIN_SPAN_NS, binPoints, clampViewport, counterAt, fitRange, hitTest, isWellVisible, jumpWindow, layoutTracks,
+  niceStep, nsPerPx, panBy, rowMiddle, spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
 } from "./coords";
 
 const bounds = { start: 0, end: 1_000_000 };
@@ -131,5 +131,34 @@ describe("counterAt", () => {
     expect(counterAt(pts, 35)).toBeNull();
     expect(counterAt(pts, 1e9)).toBe(2);
     expect(counterAt([], 3)).toBeNull();
+  });
+});
+
+describe("binned counters", () => {
+  it("puts bin k at start + k * (end - start) / bins", () => {
+    expect(binPoints(100, 200, [0.5, 1, 0, 0.25])).toEqual([[100, 0.5], [125, 1], [150, 0], [175, 0.25]]);
+    expect(binPoints(0, 10, [])).toEqual([]);
+    const pts = binPoints(0, 1000, [0, 0.4, 1]);
+    expect(counterAt(pts, 400)).toBe(0.4);
+    expect(counterAt(pts, 999)).toBe(1);
+  });
+});
+
+describe("flows and jumps", () => {
+  const box = { id: 0, y: 100, height: 16 + 3 * 20, rows: 3 };
+  it("anchors an arrow in the middle of its row, or of the header of a folded track", () => {
+    expect(rowMiddle(box, 0, 20, 16)).toBe(126);
+    expect(rowMiddle(box, 2, 20, 16)).toBe(166);
+    expect(rowMiddle(box, 9, 20, 16)).toBe(166); // deeper than drawn: the last row
+    expect(rowMiddle({ ...box, rows: 0, height: 16 }, 2, 20, 16)).toBe(108);
+  });
+  it("jumps only to what is not already well visible", () => {
+    expect(isWellVisible(100_000, 10_000, vp)).toBe(true); // 10 px wide
+    expect(isWellVisible(100_000, 1_000, vp)).toBe(false); // 1 px
+    expect(isWellVisible(999_000, 10_000, vp)).toBe(false); // runs past the end
+    const w = jumpWindow(400_000, 2_000, 1000, bounds);
+    expect([w.start, w.end]).toEqual([398_000, 404_000]); // the event is the middle third
+    const z = jumpWindow(500, 0, 1000, bounds); // zero-length: 1 µs of context each side, clamped
+    expect([z.start, z.end]).toEqual([0, 3000]);
   });
 });

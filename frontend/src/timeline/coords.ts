@@ -210,3 +210,28 @@ export function counterAt(points: [number, number | null][], t: number): number 
   }
   return points[lo][1];
 }
+
+/** A binned counter (bin k covers [start + k*(end-start)/bins, ...)) as [bin start, value] points. */
+export function binPoints(start: number, end: number, values: readonly number[]): [number, number][] {
+  const n = values.length;
+  const step = n > 0 ? (end - start) / n : 0;
+  return values.map((v, k) => [start + k * step, v] as [number, number]);
+}
+
+/** The y (content px) of the middle of row `depth` of a track; of its header when folded. */
+export function rowMiddle(box: TrackBox, depth: number, rowH: number, headerH: number): number {
+  if (box.rows === 0) return box.y + headerH / 2;
+  return box.y + headerH + Math.min(depth, box.rows - 1) * rowH + rowH / 2;
+}
+
+/** Whether [ts, ts + dur) lies inside the window and is at least `minPx` wide there. */
+export function isWellVisible(ts: number, dur: number, vp: Viewport, minPx = 2): boolean {
+  return ts >= vp.start && ts + dur <= vp.end && dur / nsPerPx(vp) >= minPx;
+}
+
+/** The window a jump to an event shows: the event as its middle third (at least 1 µs). */
+export function jumpWindow(ts: number, dur: number, width: number, bounds: Range): Viewport {
+  const d = Math.max(dur, 1000);
+  const mid = ts + dur / 2;
+  return clampViewport({ start: mid - 1.5 * d, end: mid + 1.5 * d, width }, bounds);
+}

@@ -1,15 +1,17 @@
 // Trace: the timeline of the selected span (timeline/Timeline) fed window by window
-// from the server, with search, flows of the selection and a details panel.
+// from the server, with search (the server finds matches in the whole trace: count,
+// next/previous jump and select), flows (the selection's arrows, optionally every
+// arrow in view), device utilization and memory counters, and a details panel.
 
 import { useEffect, useMemo, useRef, useState } from "react";
 import type { ViewProps } from "../App";
 import { absoluteUrl, getJson } from "../api/client";
 import { useApi } from "../api/hooks";
-import type { EventDetailReply, MemoryCurveReply, TimelineReply } from "../api/types";
+import type { EventDetailReply, EventLink, MemoryCurveReply, SearchMatch, SearchReply, TimelineReply } from "../api/types";
 import { Empty, ErrorBox, KeyValues, Notes, Progress } from "../components/common";
 import { setState } from "../state/store";
-import { Timeline, type Counter, type FlowLink } from "../timeline/Timeline";
-import { fitRange, type Range, type Viewport } from "../timeline/coords";
+import { Timeline, type Counter, type FlowEnd, type FlowLink } from "../timeline/Timeline";
+import { binPoints, fitRange, isWellVisible, jumpWindow, type Range, type Viewport } from "../timeline/coords";
 import { fmtBytes, fmtCount, fmtDuration, fmtWallTime } from "../util/format";
 import type { LoadingReply } from "../api/types";
 import { FrameItem, StackFrames } from "../components/StackFrames";
@@ -29,6 +31,42 @@ function argText(v: unknown): string {
   } catch {
     return String(v);
   }
+}
+
+/** Matches asked of the server at a time (next/previous beyond them asks for the next page). */
+const SEARCH_PAGE = 200;
+
+// How a linked event relates to the selected one, in words; and which links point away from it.
+const RELATION_WORDS: Record<string, string> = {
+  launched_by: "launched by", operator: "issued by operator", launched: "launched", forward: "forward op",
+  backward: "backward op", flow_to: "flow to", flow_from: "flow from",
+};
+const OUTGOING = new Set(["launched", "backward", "flow_to"]);
+
+/** The selection's arrows, from the links of its details (with their ends' rows). */
+export function selectionFlows(d: EventDetailReply): FlowLink[] {
+  const e = d.event;
+  const self: FlowEnd = { i: e.i, ts_ns: e.ts_ns, track: e.track, depth: e.depth ?? 0 };
+  const out: FlowLink[] = [];
+  for (const l of d.links) {
+    if (l.ts_ns === undefined || l.track === undefined) continue;
+    const other: FlowEnd = { i: l.i, ts_ns: l.ts_ns, track: l.track, depth: l.depth ?? 0 };
+    const kind = l.relation === "operator" ? "operator" : l.relation === "forward" || l.relation === "backward" ? "fwdbwd" : "launch";
+    out.push(OUTGOING.has(l.relation) ? { from: self, to: other, kind } : { from: other, to: self, kind });
+  }
+  return out;
+}
+
+function LinkItem({ l, onPick }: { l: EventLink; onPick: (i: number) => void }) {
+  return (
+    <li data-relation={l.relation} data-i={l.i}>
+      <span className="muted">{RELATION_WORDS[l.relation] ?? l.relation}</span>{" "}
+      <button type="button" className="link" onClick={() => onPick(l.i)} title={l.cat}>
+        {l.name}
+      </button>
+      {l.dur_ns !== undefined && <span className="muted"> · {fmtDuration(l.dur_ns)}</span>}
+    </li>
+  );
 }
 
 function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: number) => void; onZoom: () => void }) {
@@ -61,14 +99,7 @@ function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: numbe
         <>
           <h3>Linked events</h3>
           <ul className="links">
-            {d.links.map((l, k) => (
-              <li key={k}>
-                <span className="muted">{l.relation}</span>{" "}
-                <button type="button" className="link" onClick={() => onPick(l.i)} title={l.cat}>
-                  {l.name}
-                </button>
-              </li>
-            ))}
+            {d.links.map((l, k) => <LinkItem key={k} l={l} onPick={onPick} />)}
           </ul>
         </>
       )}
@@ -209,17 +240,71 @@ export function TraceView({ st, sel, dark }: ViewProps) {
     else setReveal({ track: e.track, depth: e.depth ?? 0, nonce: Date.now() });
   }, [details.data]); // eslint-disable-line react-hooks/exhaustive-deps
 
+  // arrows: the selection's (from its details), and with "Flows in view" every one the window carries
+  const [showFlows, setShowFlows] = useState(false);
   const flows = useMemo<FlowLink[]>(() => {
     const d = details.data;
-    if (!d || selected === null || d.event.i !== selected) return [];
-    return d.links.map((l) => (l.relation === "launched" || l.relation === "launches" ? { from: selected, to: l.i } : { from: l.i, to: selected }));
-  }, [details.data, selected]);
+    const mine = d && selected !== null && d.event.i === selected ? selectionFlows(d) : [];
+    if (!showFlows || !data?.flows) return mine;
+    const all = data.flows.map((f) => ({
+      from: { i: f.from, ts_ns: f.from_ts_ns, track: f.from_track, depth: f.from_depth },
+      to: { i: f.to, ts_ns: f.to_ts_ns, track: f.to_track, depth: f.to_depth },
+      kind: f.kind,
+      faint: true,
+    }));
+    return [...all, ...mine];
+  }, [details.data, selected, showFlows, data?.flows]);
 
-  const matches = useMemo(() => {
-    const q = search.trim().toLowerCase();
-    if (!q || !data) return null;
-    return data.events.filter((e) => e.name.toLowerCase().includes(q)).length;
-  }, [search, data]);
+  // search: the server counts and lists the matches over the whole trace, a page at a time
+  const [q, setQ] = useState("");
+  useEffect(() => {
+    const t = setTimeout(() => setQ(search.trim()), 250);
+    return () => clearTimeout(t);
+  }, [search]);
+  const [searchPage, setSearchPage] = useState(0);
+  const [hit, setHit] = useState<{ k: number; nonce: number } | null>(null);
+  useEffect(() => {
+    setSearchPage(0);
+    setHit(null);
+  }, [q, selKey]);
+  const found = useApi<SearchReply>(q ? "trace/search" : null, { ...sel, q, limit: SEARCH_PAGE, offset: searchPage * SEARCH_PAGE }, { keepStale: true });
+  const answer = found.data && found.data.q === q && q ? found.data : null;
+
+  const jump = (m: SearchMatch) => {
+    setState({ ev: String(m.i) });
+    if (vp && bounds && !isWellVisible(m.ts_ns, m.dur_ns, vp)) setVp(jumpWindow(m.ts_ns, m.dur_ns, vp.width, bounds));
+    setReveal({ track: m.track, depth: m.depth, nonce: Date.now() });
+  };
+  const step = (delta: number) => {
+    if (!answer || !answer.count) return;
+    const k = hit === null ? (delta > 0 ? 0 : answer.count - 1) : (((hit.k + delta) % answer.count) + answer.count) % answer.count;
+    setHit({ k, nonce: Date.now() });
+    const page = Math.floor(k / SEARCH_PAGE);
+    if (page !== searchPage) setSearchPage(page);
+  };
+  // jump once the page holding the wanted match is there
+  const jumped = useRef<number | null>(null);
+  useEffect(() => {
+    if (!hit || !answer || jumped.current === hit.nonce) return;
+    const m = answer.matches[hit.k - answer.offset];
+    if (!m || answer.offset !== searchPage * SEARCH_PAGE) return;
+    jumped.current = hit.nonce;
+    jump(m);
+  }, [hit, answer]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  // device utilization (from the window's reply) above the memory counters
+  const [showUtil, setShowUtil] = useState(true);
+  const utilCounters = useMemo<Counter[]>(() => {
+    if (!showUtil || !data?.counters) return [];
+    return data.counters.map((c) => ({
+      name: c.name,
+      kind: c.kind,
+      max: c.kind === "utilization" ? 1 : undefined,
+      points: binPoints(c.start_ns, c.end_ns, c.values),
+      format: (v: number) => (c.kind === "utilization" ? `${(v * 100).toFixed(1)}%` : String(v)),
+    }));
+  }, [data?.counters, showUtil]);
+  const allCounters = useMemo(() => [...utilCounters, ...counters], [utilCounters, counters]);
 
   if (error && !data) return <ErrorBox error={error} />;
   if (!data || !bounds || !vp) return <Progress progress={progress} />;
@@ -234,15 +319,36 @@ export function TraceView({ st, sel, dark }: ViewProps) {
   return (
     <div className="view trace-view">
       <div className="controls">
-        <input
-          type="search"
-          className="filter"
-          placeholder="Highlight events by name…"
-          value={search}
-          onChange={(e) => setSearch(e.target.value)}
-          aria-label="Highlight events by name"
-        />
-        {matches !== null && <span className="muted">{fmtCount(matches)} in view</span>}
+        <span className="search-box" role="search" style={{ display: "inline-flex", alignItems: "center", gap: 4 }}>
+          <input
+            type="search"
+            className="filter"
+            placeholder="Search events by name…"
+            value={search}
+            maxLength={200}
+            onChange={(e) => setSearch(e.target.value)}
+            onKeyDown={(e) => {
+              if (e.key === "Enter") {
+                e.preventDefault();
+                step(e.shiftKey ? -1 : 1);
+              }
+            }}
+            aria-label="Search events by name"
+            title="Enter: next match, Shift+Enter: previous"
+          />
+          {q && (
+            <span className="muted search-count" data-count={answer?.count ?? ""} aria-live="polite">
+              {found.error ? found.error.message : !answer ? "searching…" : answer.count === 0 ? "no matches"
+                : `${hit !== null ? `${fmtCount(hit.k + 1)} / ` : ""}${fmtCount(answer.count)} ${answer.count === 1 ? "match" : "matches"}`}
+            </span>
+          )}
+          <button type="button" className="small" aria-label="Previous match" title="Previous match (Shift+Enter)" disabled={!answer?.count} onClick={() => step(-1)}>
+            ‹
+          </button>
+          <button type="button" className="small" aria-label="Next match" title="Next match (Enter)" disabled={!answer?.count} onClick={() => step(1)}>
+            ›
+          </button>
+        </span>
         <button type="button" className="small" onClick={() => setVp({ start: bounds.start, end: bounds.end, width: vp.width })}>
           Whole trace
         </button>
@@ -252,6 +358,14 @@ export function TraceView({ st, sel, dark }: ViewProps) {
         <button type="button" className="small" onClick={() => setVp(fitRange(vp.start - span / 2, vp.end + span / 2, vp.width, bounds, 0))}>
           Zoom out
         </button>
+        {(data.counters?.length ?? 0) > 0 && (
+          <label className="check" title="Per device, the fraction of each pixel's time during which a kernel ran">
+            <input type="checkbox" checked={showUtil} onChange={(e) => setShowUtil(e.target.checked)} /> {data.counters?.[0]?.name.split(" ")[0] ?? "GPU"} utilization
+          </label>
+        )}
+        <label className="check" title="Every arrow in view: CPU launch → kernel, forward → backward (the selection's arrows are always drawn)">
+          <input type="checkbox" checked={showFlows} onChange={(e) => setShowFlows(e.target.checked)} /> Flows in view
+        </label>
         <label className="check" title="Memory allocated per device, from the trace's memory records">
           <input type="checkbox" checked={showMem} onChange={(e) => setShowMem(e.target.checked)} /> Memory counters
         </label>
@@ -286,7 +400,7 @@ export function TraceView({ st, sel, dark }: ViewProps) {
           height={Math.max(360, Math.min(900, (typeof window !== "undefined" ? window.innerHeight : 800) - 190))}
           loading={loading}
           reveal={reveal}
-          counters={counters}
+          counters={allCounters}
         />
         {selected !== null && (
           <aside className="side-panel" aria-label="Event details">
