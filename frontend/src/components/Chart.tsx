@@ -6,7 +6,7 @@ import { useEffect, useRef } from "react";
 import * as echarts from "echarts/core";
 import { BarChart, LineChart, PieChart } from "echarts/charts";
 import {
-  DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
+  BrushComponent, DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
   TitleComponent, TooltipComponent,
 } from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
@@ -14,7 +14,7 @@ import type { EChartsCoreOption } from "echarts/core";
 import { escapeHtml, tooltipLine } from "../util/escape";
 
 echarts.use([
-  BarChart, LineChart, PieChart, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
+  BarChart, LineChart, PieChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
   DataZoomComponent, MarkLineComponent, MarkPointComponent, CanvasRenderer,
 ]);
 
@@ -32,13 +32,20 @@ interface Props {
   events?: ChartEvents;
   className?: string;
   ariaLabel?: string;
+  /**
+   * Called with the instance after every setOption: for actions an option cannot
+   * express (e.g. arming the brush so a drag on the plot selects a range).
+   */
+  afterSetOption?: (chart: echarts.ECharts) => void;
 }
 
-export function Chart({ option, dark, height = 300, events, className, ariaLabel }: Props) {
+export function Chart({ option, dark, height = 300, events, className, ariaLabel, afterSetOption }: Props) {
   const el = useRef<HTMLDivElement>(null);
   const chart = useRef<echarts.ECharts | null>(null);
   const eventsRef = useRef<ChartEvents | undefined>(events);
   eventsRef.current = events;
+  const afterRef = useRef(afterSetOption);
+  afterRef.current = afterSetOption;
 
   // (re)create on theme change
   useEffect(() => {
@@ -68,6 +75,7 @@ export function Chart({ option, dark, height = 300, events, className, ariaLabel
       },
       { notMerge: true },
     );
+    afterRef.current?.(c);
   }, [option, dark]);
 
   return <div ref={el} className={className ?? "chart"} style={{ height }} role="img" aria-label={ariaLabel} />;

@@ -62,7 +62,18 @@ function metricCols(prefix: string, header: string, kind: "us" | "count"): Col<D
 
 const SIDE: Record<string, string> = { a: "A only", b: "B only", both: "both" };
 
-function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => string) {
+/**
+ * A module path shortened from the left, at a "/" where one fits: the leaf names the
+ * module ("…/BasicBlock_0/Conv2d_1"), its ancestors only place it. The tooltip has it whole.
+ */
+export function shortPath(path: string, max = 38): string {
+  if (path.length <= max) return path;
+  const tail = path.slice(path.length - (max - 1));
+  const cut = tail.indexOf("/");
+  return "…" + (cut >= 0 && cut < tail.length - 1 ? tail.slice(cut) : tail);
+}
+
+function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => string, short: (s: string) => string = (s) => shortName(s, 38)) {
   const key = `${metric}_delta`;
   const top = rows
     .filter((r) => typeof r[key] === "number" && r[key] !== 0)
@@ -83,9 +94,10 @@ function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => stri
             tooltipLine(String(p.color), "B − A", fmtDeltaDuration(Number(r[key])));
         },
       },
-      grid: { left: 260, right: 40, top: 10, bottom: 30 },
+      // the labels take the room they need (up to 250 px), not a fixed 260 px
+      grid: { left: 12, right: 40, top: 10, bottom: 30, containLabel: true },
       xAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDeltaDuration(v) } },
-      yAxis: { type: "category", data: top.map((r) => shortName(label(r), 38)), axisLabel: { width: 250, overflow: "truncate" } },
+      yAxis: { type: "category", data: top.map((r) => short(label(r))), axisLabel: { width: 250, overflow: "truncate" } },
       series: [{
         type: "bar",
         data: top.map((r) => ({ value: Number(r[key]), itemStyle: { color: Number(r[key]) > 0 ? "#ee6666" : "#3ba272" } })),
@@ -137,7 +149,9 @@ export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }
   const chart = useMemo(() => {
     if (!diff.data) return null;
     const rows = table === "operators" ? diff.data.operators : table === "kernels" ? diff.data.kernels : diff.data.modules;
-    return deltaChart(rows, effMetric, (r) => String(table === "modules" ? r.path : r.name));
+    return table === "modules"
+      ? deltaChart(rows, effMetric, (r) => String(r.path), shortPath)
+      : deltaChart(rows, effMetric, (r) => String(r.name));
   }, [diff.data, table, effMetric]);
 
   const opCols: Col<DiffRow>[] = [

@@ -5,7 +5,7 @@
 import { useMemo, useState } from "react";
 import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
-import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistWaitReply } from "../api/types";
+import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistWaitReply, OverlapRow, WaitRow } from "../api/types";
 import { Chart, TOOLTIP_BASE, axisTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Select, Tabs } from "../components/common";
@@ -37,11 +37,42 @@ function stackedBars<T extends { rank: number; step?: number }>(rows: T[], serie
       name: s.name,
       type: "bar",
       stack: "t",
+      barMaxWidth: 160,
       itemStyle: { color: s.color },
       emphasis: { focus: "series" },
       data: rows.map((r) => Number(r[s.key] ?? 0)),
     })),
   };
+}
+
+/** One line of the figures table: a rank's (or a rank's step's) overlap and wait figures. */
+export type FigureRow = OverlapRow & { wait_ns: number | null; transfer_ns: number | null };
+
+/** Joins the overlap rows with the wait rows of the same rank (and step). */
+export function joinFigures(overlap: OverlapRow[], wait: WaitRow[]): FigureRow[] {
+  const key = (r: { rank: number; step?: number }) => `${r.rank}/${r.step ?? ""}`;
+  const byKey = new Map(wait.map((w) => [key(w), w]));
+  return overlap.map((r) => {
+    const w = byKey.get(key(r));
+    return { ...r, wait_ns: w?.wait_ns ?? null, transfer_ns: w?.transfer_ns ?? null };
+  });
+}
+
+function figureCols(perStep: boolean): Col<FigureRow>[] {
+  return [
+    { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
+    { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true },
+    perStep
+      ? { id: "step", header: "Step", value: (r) => r.step ?? null, kind: "count" }
+      : { id: "steps", header: "Steps", value: (r) => r.steps ?? null, kind: "count" },
+    { id: "step_ns", header: "Step time", value: (r) => r.step_ns, kind: "us", title: perStep ? "This step's time" : "Sum over the steps" },
+    { id: "computation_ns", header: "Computation", value: (r) => r.computation_ns, kind: "us", title: "Includes the time overlapped with communication" },
+    { id: "communication_ns", header: "Communication", value: (r) => r.communication_ns, kind: "us", title: "Includes the time overlapped with computation" },
+    { id: "overlap_ns", header: "Overlap", value: (r) => r.overlap_ns, kind: "us", title: "Computation and communication at the same time" },
+    { id: "other_ns", header: "Other", value: (r) => r.other_ns, kind: "us", title: "Neither computation nor communication" },
+    { id: "wait_ns", header: "Waiting", value: (r) => r.wait_ns, kind: "us", title: "Communication spent waiting for the slowest rank" },
+    { id: "transfer_ns", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: "Communication spent transferring data" },
+  ];
 }
 
 export function DistributedView({ sel, dark }: ViewProps) {
@@ -78,6 +109,12 @@ export function DistributedView({ sel, dark }: ViewProps) {
       { key: "wait_ns", name: "Synchronizing (waiting)", color: "#fc8452" },
     ], perStep === "step");
   }, [wait.data, perStep]);
+
+  const figures = useMemo(
+    () => (overlap.data ? joinFigures(perStep === "step" ? overlap.data.steps : overlap.data.ranks, (perStep === "step" ? wait.data?.steps : wait.data?.ranks) ?? []) : []),
+    [overlap.data, wait.data, perStep],
+  );
+  const figCols = useMemo(() => figureCols(perStep === "step"), [perStep]);
 
   const opCols: Col<CommOpRow>[] = [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
@@ -123,6 +160,16 @@ export function DistributedView({ sel, dark }: ViewProps) {
             </div>
             <Section title="Computation and communication">
               {overlapOpt && (o.ranks.length ? <Chart option={overlapOpt} dark={dark} height={320} ariaLabel="Computation and communication per rank" /> : <Empty title="No ranks" />)}
+              {o.ranks.length > 0 && (
+                <DataTable
+                  key={perStep}
+                  rows={figures}
+                  cols={figCols}
+                  exportName={[sel.run, perStep === "step" ? "overlap-per-step" : "overlap-per-rank"]}
+                  filterPlaceholder="Filter workers…"
+                  caption={perStep === "step" ? "Per rank and step" : "Per rank"}
+                />
+              )}
             </Section>
           </>
         )}

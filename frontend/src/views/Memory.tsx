@@ -1,11 +1,13 @@
 // Memory: allocated / reserved over time per device; selecting a range on the curve
-// (the slider under it, or Ctrl+wheel / drag inside) filters the per-operator
-// statistics and the allocation events below it.
+// (a drag across the plot, the slider under it, or Ctrl+wheel) filters the
+// per-operator statistics and the allocation events below it. The range lives in
+// the URL (m0 / m1, ns from the trace's origin) and goes to the API as is.
 
-import { useMemo, useRef } from "react";
+import { useEffect, useMemo, useRef } from "react";
 import type { ViewProps } from "../App";
-import { useApi } from "../api/hooks";
+import { useApi, type ApiState } from "../api/hooks";
 import type { MemoryCurveReply, MemoryEventRow, MemoryEventsReply, MemoryReply, MemoryStatRow } from "../api/types";
+import type { ECharts } from "echarts/core";
 import { Chart, TOOLTIP_BASE } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select, Stat } from "../components/common";
@@ -41,11 +43,32 @@ const eventCols: Col<MemoryEventRow>[] = [
   { id: "addr", header: "Address", value: (r) => String(r.addr), noFilter: true },
 ];
 
+/** The range [a, z] (integer ns, widened outwards) or null for the whole extent. */
+function toRange(a: number, z: number, extent: [number, number]): { m0: string | undefined; m1: string | undefined } {
+  const lo = Math.max(extent[0], Math.floor(Math.min(a, z)));
+  const hi = Math.min(extent[1], Math.ceil(Math.max(a, z)));
+  if (hi <= lo || (lo <= extent[0] && hi >= extent[1])) return { m0: undefined, m1: undefined };
+  return { m0: String(lo), m1: String(hi) };
+}
+
+/** Arms the brush: a drag across the plot draws a time range (ECharts needs an action for it). */
+function armBrush(chart: ECharts) {
+  chart.dispatchAction({ type: "takeGlobalCursor", key: "brush", brushOption: { brushType: "lineX", brushMode: "single" } });
+}
+
+/** Exact bytes for a hover hint: the figure shown is rounded to 3 digits. */
+function exactBytes(b: number | null | undefined): string | undefined {
+  return b === null || b === undefined ? undefined : `${Math.round(b).toLocaleString("en-US")} bytes`;
+}
+
 function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string; dark: boolean; range: [number, number] | null }) {
   const pts = d.curves[device] ?? [];
   const peak = d.peaks.find((p) => p.device === device);
   const extent: [number, number] = pts.length ? [pts[0].ts_ns, pts[pts.length - 1].ts_ns] : [0, 1];
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const chart = useRef<ECharts | null>(null);
+  // a pending slider write must not land after the curve is gone (device or run changed)
+  useEffect(() => () => { if (timer.current) clearTimeout(timer.current); }, []);
   const option = useMemo(() => {
     const hasReserved = pts.some((p) => p.reserved !== null);
     const span = Math.max(1, extent[1] - extent[0]);
@@ -62,11 +85,14 @@ function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string
       },
       legend: { top: 0 },
       grid: { left: 80, right: 30, top: 36, bottom: 70 },
-      xAxis: { type: "value", min: extent[0], max: extent[1], axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+      // hideOverlap: the axis ends (trace start / end) are not round and would collide with a tick
+      xAxis: { type: "value", min: extent[0], max: extent[1], axisLabel: { formatter: (v: number) => fmtDuration(v), hideOverlap: true } },
       yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtBytes(v) } },
+      // a drag across the plot selects a range (the brush is cleared again: the chart zooms to it)
+      brush: { xAxisIndex: 0, brushType: "lineX", brushMode: "single", transformable: false, outOfBrush: { colorAlpha: 1 }, brushStyle: { color: "rgba(84,112,198,0.15)", borderColor: "rgba(84,112,198,0.6)", borderWidth: 1 } },
       dataZoom: [
         { type: "slider", xAxisIndex: 0, filterMode: "none", bottom: 12, start: range ? pct(range[0]) : 0, end: range ? pct(range[1]) : 100, labelFormatter: (v: number) => fmtDuration(v) },
-        { type: "inside", xAxisIndex: 0, filterMode: "none", zoomOnMouseWheel: "ctrl", moveOnMouseWheel: false, moveOnMouseMove: true },
+        { type: "inside", xAxisIndex: 0, filterMode: "none", zoomOnMouseWheel: "ctrl", moveOnMouseWheel: false, moveOnMouseMove: false },
       ],
       series: [
         {
@@ -74,7 +100,8 @@ function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string
           type: "line",
           step: "end",
           showSymbol: false,
-          sampling: "lttb",
+          // no client-side sampling: the server already thinned the curve keeping every
+          // peak, and LTTB (not peak-preserving) dropped them (the peak mark floated over nothing)
           areaStyle: { opacity: 0.15 },
           data: pts.map((p) => [p.ts_ns, p.allocated]),
           markPoint: peak?.peak_allocated_ns != null && peak.peak_allocated != null
@@ -92,16 +119,29 @@ function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string
       const s = typeof b.start === "number" ? b.start : 0;
       const e = typeof b.end === "number" ? b.end : 100;
       const span = extent[1] - extent[0];
-      const whole = s <= 0.01 && e >= 99.99;
-      const a = Math.floor(extent[0] + (s / 100) * span);
-      const z = Math.ceil(extent[0] + (e / 100) * span);
+      const whole = s <= 0.01 && e >= 99.99; // a handle dragged back to an end
+      const next = whole ? { m0: undefined, m1: undefined } : toRange(extent[0] + (s / 100) * span, extent[0] + (e / 100) * span, extent);
+      // the slider fires on every mouse move: write the URL once the drag rests
       if (timer.current) clearTimeout(timer.current);
-      timer.current = setTimeout(() => setState(whole ? { m0: undefined, m1: undefined } : { m0: String(a), m1: String(z) }, true), 250);
+      timer.current = setTimeout(() => setState(next, true), 250);
+    },
+    brushEnd: (p: any) => {
+      const r = p.areas?.[0]?.coordRange as [number, number] | undefined;
+      if (!r || r.length !== 2) return;
+      if (timer.current) clearTimeout(timer.current);
+      chart.current?.dispatchAction({ type: "brush", areas: [] }); // the zoomed chart shows the range
+      const next = toRange(r[0], r[1], extent);
+      if (next.m0 !== undefined) setState(next); // a new history entry: Back returns to the previous range
     },
   }), [extent[0], extent[1]]); // eslint-disable-line react-hooks/exhaustive-deps
 
   if (!pts.length) return <Empty title={`No memory records for ${device}`} />;
-  return <Chart option={option} dark={dark} height={340} events={events} ariaLabel={`Memory over time, ${device}`} />;
+  return <Chart option={option} dark={dark} height={340} events={events} afterSetOption={(c) => { chart.current = c; armBrush(c); }} ariaLabel={`Memory over time, ${device}`} />;
+}
+
+/** Says that the rows shown are the previous range's while the new range's are fetched. */
+function Updating({ state }: { state: ApiState<unknown> }) {
+  return state.loading && state.data ? <span className="muted" role="status">Updating…</span> : null;
 }
 
 export function MemoryView({ st, sel, dark }: ViewProps) {
@@ -140,22 +180,22 @@ export function MemoryView({ st, sel, dark }: ViewProps) {
                   </button>
                 </>
               ) : (
-                <span className="muted">Drag the slider under the curve to select a time range: the tables follow it.</span>
+                <span className="muted">Drag across the curve (or the slider under it) to select a time range: the tables follow it.</span>
               )}
             </div>
             {peak && (
               <div className="stats">
-                <Stat label="Peak allocated" value={fmtBytes(peak.peak_allocated)} hint={peak.reconstructed ? "Reconstructed from the allocations and frees in the trace" : undefined} />
-                {peak.peak_allocated_ns != null && <Stat label="Peak at" value={fmtDuration(peak.peak_allocated_ns)} />}
-                <Stat label="Peak reserved" value={fmtBytes(peak.peak_reserved)} />
-                <Stat label="Device memory" value={fmtBytes(peak.total_memory)} />
+                <Stat label="Peak allocated" value={fmtBytes(peak.peak_allocated)} hint={[exactBytes(peak.peak_allocated), peak.reconstructed ? "reconstructed from the allocations and frees in the trace" : undefined].filter(Boolean).join("; ") || undefined} />
+                {peak.peak_allocated_ns != null && <Stat label="Peak at" value={fmtDuration(peak.peak_allocated_ns)} hint={`${peak.peak_allocated_ns.toLocaleString("en-US")} ns from the trace's first event`} />}
+                <Stat label="Peak reserved" value={fmtBytes(peak.peak_reserved)} hint={exactBytes(peak.peak_reserved)} />
+                <Stat label="Device memory" value={fmtBytes(peak.total_memory)} hint={exactBytes(peak.total_memory)} />
                 {peak.total_memory && peak.peak_allocated != null ? <Stat label="Peak / device memory" value={fmtPct((100 * peak.peak_allocated) / peak.total_memory)} /> : null}
               </div>
             )}
             <Section title={`Memory over time — ${device}`}>
               {device && <Curve d={c} device={device} dark={dark} range={range} />}
             </Section>
-            <Section title="Memory by operator">
+            <Section title="Memory by operator" actions={<Updating state={stats} />}>
               <Loaded state={stats}>
                 {(s) => (
                   <>
@@ -165,7 +205,7 @@ export function MemoryView({ st, sel, dark }: ViewProps) {
                 )}
               </Loaded>
             </Section>
-            <Section title="Allocations">
+            <Section title="Allocations" actions={<Updating state={events} />}>
               <Loaded state={events}>
                 {(e) => (
                   <>

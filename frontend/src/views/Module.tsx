@@ -1,5 +1,6 @@
 // Module: the nn.Module (or Lightning) hierarchy as a tree table with host and device
-// time, and as a flame graph (whole trace or one step).
+// time, and as a flame graph: the whole trace aggregated (every module once, its calls
+// added up), or one step's module calls as they ran.
 
 import { useMemo } from "react";
 import type { ViewProps } from "../App";
@@ -9,6 +10,7 @@ import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";
 import { FlameGraph, type FlameNode } from "../timeline/FlameGraph";
+import { fmtDuration } from "../util/format";
 
 export interface ModuleTreeRow extends ModuleRow {
   children: ModuleTreeRow[];
@@ -50,13 +52,43 @@ function toFlame(n: TreeNode): FlameNode {
   };
 }
 
+/** One module call of the tree route's `calls` (times relative to the trace's origin). */
+interface ModuleCall {
+  node_id: number;
+  name: string;
+  module_type: string;
+  start_ns: number;
+  end_ns: number;
+  host_self_ns: number;
+  device_total_ns: number;
+  children?: ModuleCall[];
+}
+
+function callToFlame(c: ModuleCall, key: string): FlameNode {
+  return {
+    id: key, // a module runs many times: the node id is not unique among calls
+    name: c.name,
+    start_ns: c.start_ns,
+    end_ns: c.end_ns,
+    detail: `${c.module_type} · self ${fmtDuration(c.host_self_ns)}${c.device_total_ns ? ` · device ${fmtDuration(c.device_total_ns)}` : ""}`,
+    children: (c.children ?? []).map((k, i) => callToFlame(k, `${key}.${i}`)),
+  };
+}
+
 export function ModuleView({ st, sel, dark }: ViewProps) {
   const mod = useApi<ModuleReply>("module", sel);
   const overview = useApi<OverviewReply>("overview", sel);
   const step = st.step && /^-?\d+$/.test(st.step) ? st.step : undefined;
   const tree = useApi<TreeReply>("tree", { ...sel, step }, { keepStale: true });
   const nested = useMemo(() => nestModules(mod.data?.rows ?? []), [mod.data]);
-  const flame = useMemo(() => (tree.data?.nodes ?? []).map(toFlame), [tree.data]);
+  // the tree route answers both: `nodes` (aggregated, the same for every step) and
+  // `calls` (of the step asked for): a chosen step draws its calls, else the aggregate
+  const flame = useMemo(
+    () => (step !== undefined
+      ? ((tree.data?.calls ?? []) as ModuleCall[]).map((c, i) => callToFlame(c, String(i)))
+      : (tree.data?.nodes ?? []).map(toFlame)),
+    [tree.data, step],
+  );
   const steps = overview.data?.steps ?? [];
 
   return (
@@ -84,6 +116,11 @@ export function ModuleView({ st, sel, dark }: ViewProps) {
                 {(t) => (
                   <>
                     <Notes notes={t.notes} />
+                    <div className="muted small-note">
+                      {step !== undefined
+                        ? `The module calls of ${steps.find((x) => String(x.step) === step)?.name ?? `step ${step}`} as they ran (left to right: time).`
+                        : "Every module once, its calls added up (width: total host time)."}
+                    </div>
                     <FlameGraph nodes={flame} dark={dark} />
                   </>
                 )}
