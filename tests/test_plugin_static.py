@@ -54,3 +54,7 @@ def test_standalone_page_base_is_relative(client):
     # relative: under a proxy prefix (http://host/proxy/6006/) the bundle and the API
     # resolve below that prefix, not at the host's root
     assert '<base href="data/plugin/pytorch_profiler/">' in resp.get_data(as_text=True)
+
+
+def test_standalone_favicon_is_no_content_not_an_error(client):
+    assert client.get("/favicon.ico").status_code == 204

@@ -183,6 +183,8 @@ class ProfilerApp:
         path = request.path
         at = path.find(ROUTE_PREFIX)
         if at < 0:
+            if self.standalone and path == "/favicon.ico":  # no icon: say so without a 404
+                return Response(status=204, headers={"Cache-Control": "max-age=86400"})
             if self.standalone and path in ("/", "/index.html"):
                 return self.text(static.standalone_page(static.bundle_built()), "text/html",
                                  status=200 if static.bundle_built() else 503)
