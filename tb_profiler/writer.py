@@ -5,16 +5,20 @@ watching the logdir can pick up half a file; it gzips at level 9 (slow for
 little gain); and it only writes to local paths. This one writes to a hidden
 temporary name in the same folder, gzips at a measured level, and publishes
 with ``os.replace`` (or an fsspec ``mv`` for URLs), so readers only ever see
-complete files.
+complete files. It also records, as the top-level key ``tbProfilerSourceRoots``, the
+folders torch's relative frame names (``cnn.py(45): forward``) are relative to, so a
+viewer can find the source files again.
 
 torch is imported by nothing here: the profiler object arrives as an argument.
 """
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 
@@ -47,6 +51,12 @@ TEMP_MARK = ".tmp-"
 ISAL_LEVEL = 1
 ZLIB_LEVEL = 3
 
+# Top-level key of the trace files we write: the folders the profiled process imported
+# its Python sources from (see source_roots). A reader resolves relative frame names
+# against them (tb_profiler.analysis.sources).
+SOURCE_ROOTS_KEY = "tbProfilerSourceRoots"
+_TAIL = 4096  # bytes read back from the end of an export to find its closing brace
+
 
 def is_temp_name(name: str) -> bool:
     """True for the writer's in-progress files (``.<final>.tmp-<pid>[-gz]``).
@@ -78,6 +88,103 @@ def gzip_file(src: str, dst: str) -> None:
         shutil.copyfileobj(fin, fout, 1 << 20)
 
 
+def _site_dirs() -> list[str]:
+    import site
+
+    out: list[str] = []
+    for fn in ("getsitepackages", "getuserbase", "getusersitepackages"):
+        try:
+            got = getattr(site, fn)()
+        except Exception:  # noqa: BLE001 - old virtualenvs lack some of these
+            continue
+        out.extend([got] if isinstance(got, str) else got)
+    return out
+
+
+def source_roots() -> list[str]:
+    """The folders torch 2.x strips from python_function file names, plus the cwd.
+
+    Why: torch names a frame relative to the first of its prefixes (site-packages,
+    sys.path, the user site, torch's parent folder; torch/profiler/python_tracer.py)
+    that holds it, so ``cnn.py(45): forward`` cannot be opened without them. Same set,
+    same order (reverse-sorted: the deepest prefix first), existing folders only.
+    sys.path and the cwd may change during a run: the answer is memoized per their value.
+    """
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the cwd was deleted
+        cwd = None
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    key = (tuple(p for p in sys.path if isinstance(p, str)), cwd, torch_file)
+    if key not in _ROOTS_MEMO:
+        _ROOTS_MEMO.clear()
+        _ROOTS_MEMO[key] = _find_roots(*key)
+    return list(_ROOTS_MEMO[key])
+
+
+_ROOTS_MEMO: dict[tuple, list[str]] = {}
+
+
+def _find_roots(path: tuple[str, ...], cwd: str | None, torch_file: str | None) -> list[str]:
+    raw = [*path, *_site_dirs()]
+    if isinstance(torch_file, str):
+        raw.append(os.path.dirname(os.path.dirname(torch_file)))
+    if cwd is not None:
+        raw.append(cwd)
+    roots = sorted({os.path.abspath(p) for p in raw}, reverse=True)
+    return [r for r in roots if os.path.isdir(r)]
+
+
+def add_source_roots(path: str, roots: list[str]) -> bool:
+    """Add ``SOURCE_ROOTS_KEY: roots`` to the JSON object in ``path`` by rewriting its
+    closing brace in place; False (file untouched) when it does not end in one.
+
+    Why in place: the export is already on disk and its last bytes are the object's
+    closing brace; a seek and a ~1 KB write cost microseconds, where parsing and
+    re-serializing would cost as much as the export itself. A failed write puts the
+    original bytes back, so the trace is never lost for the sake of this key.
+    """
+    encodable = [r for r in roots if _utf8(r)]
+    entry = f',"{SOURCE_ROOTS_KEY}":{json.dumps(encodable)}}}\n'.encode()
+    try:
+        return _rewrite_tail(path, entry)
+    except OSError:  # the export stands as written
+        return False
+
+
+def _rewrite_tail(path: str, entry: bytes) -> bool:
+    """Replace the closing brace (and the blanks after it) with ``entry``. Unbuffered, so
+    a failed or short write is seen here, not at close, and can be undone."""
+    with open(path, "r+b", buffering=0) as f:
+        start = max(0, f.seek(0, os.SEEK_END) - _TAIL)
+        f.seek(start)
+        tail = f.readall()
+        body = tail.rstrip()
+        if not body.endswith(b"}") or body[:-1].rstrip().endswith(b"{") or not body[:-1].strip():
+            return False
+        at = start + len(body) - 1
+        old = tail[at - start:]
+        new = entry.ljust(len(old), b" ")  # covers the old bytes: no truncate (~0.7 ms here)
+        try:
+            f.seek(at)
+            if f.write(new) == len(new):
+                return True
+        except OSError:
+            pass
+        f.seek(at)
+        f.write(old)
+        f.truncate()
+        return False
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes in a path (surrogate escapes)
+        return False
+    return True
+
+
 def _remove(path: str) -> None:
     try:
         os.remove(path)
@@ -93,6 +200,7 @@ def _export_local(prof, folder: str, final: str, use_gzip: bool, use_python_expo
     try:
         # The temp name does not end in .gz, so torch writes plain JSON; we gzip.
         prof.export_chrome_trace(tmp, use_python_export=use_python_export)
+        add_source_roots(tmp, source_roots())
         if use_gzip:
             gzip_file(tmp, tmp_gz)
             _remove(tmp)
@@ -137,8 +245,9 @@ def tensorboard_trace_handler(dir_name, worker_name: str | None = None, use_gzip
 
     Same signature and file names as ``torch.profiler.tensorboard_trace_handler``;
     one file per profiling cycle. ``dir_name`` may be a local path or an fsspec
-    URL (``memory://``, ``s3://``, ``file://``...). The callable returns the path
-    (or URL) it wrote, which torch ignores.
+    URL (``memory://``, ``s3://``, ``file://``...). Each file also carries the profiled
+    process's source roots (``SOURCE_ROOTS_KEY``). The callable returns the path (or URL)
+    it wrote, which torch ignores.
     """
     dir_name = os.fspath(dir_name)
     if dir_name.startswith("file://"):

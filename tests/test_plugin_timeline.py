@@ -326,3 +326,31 @@ def test_every_shared_trace_answers_window_search_and_event(tmp_path):
     finally:
         state.stop()
         app.close()
+
+
+def test_event_detail_frames_carry_the_resolved_path(tmp_path):
+    """A python_function event's ``source`` and a legacy ``Call stack`` arg's frames get the
+    absolute path of the file found under the trace's recorded roots; a frame whose file
+    is nowhere keeps only what was recorded."""
+    from tb_profiler.plugin.timeline import event_detail
+    from tb_profiler.writer import SOURCE_ROOTS_KEY
+
+    src = tmp_path / "proj" / "model.py"
+    src.parent.mkdir()
+    src.write_text("x = 1\n" * 10)
+    events = [{"ph": "X", "cat": "python_function", "name": "model.py(7): forward", "pid": 1, "tid": 1,
+               "ts": 0, "dur": 10},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 2, "dur": 5,
+               "args": {"Call stack": "model.py(3): f;gone.py(9): g"}}]
+    path = tmp_path / "logs" / "w.1.pt.trace.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"traceEvents": events, SOURCE_ROOTS_KEY: [str(src.parent)]}))
+    trace = tb_profiler.load(str(path), cache=False)
+    names = [trace.str(n) for n in trace.events["name"]]
+    fn, op = names.index("model.py(7): forward"), names.index("aten::mm")
+    assert event_detail(trace, fn)["source"] == {"file": "model.py", "line": 7, "func": "forward", "path": str(src)}
+    detail = event_detail(trace, op)
+    assert "source" not in detail
+    assert detail["stacks"] == {"Call stack": [
+        {"file": "model.py", "line": 3, "func": "f", "path": str(src)},
+        {"file": "gone.py", "line": 9, "func": "g"}]}

@@ -223,3 +223,67 @@ def test_import_does_not_import_torch():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("use_gzip", [False, True])
+def test_records_source_roots(tmp_path, use_gzip):
+    """Every file carries the process's source roots (cwd, sys.path folders), readable by
+    the loader as a top-level key; torch's relative frame names resolve against them."""
+    from tb_profiler.trace import load
+
+    _profile(tensorboard_trace_handler(tmp_path, worker_name="w", use_gzip=use_gzip), repeat=1)
+    (name,) = os.listdir(tmp_path)
+    raw = (tmp_path / name).read_bytes()
+    doc = json.loads(gzip.decompress(raw) if use_gzip else raw)
+    roots = doc[writer.SOURCE_ROOTS_KEY]
+    assert os.getcwd() in roots
+    assert [p for p in sys.path if p and os.path.isdir(p) and os.path.abspath(p) not in roots] == []
+    assert all(os.path.isabs(r) and os.path.isdir(r) for r in roots)
+    assert roots == sorted(roots, reverse=True)  # torch's prefix order: the deepest first
+    assert any(e.get("name", "").startswith("ProfilerStep#") for e in doc["traceEvents"])
+    assert load(str(tmp_path / name), cache=False).metadata[writer.SOURCE_ROOTS_KEY] == roots
+
+
+@pytest.mark.parametrize("text", ['{"traceEvents": []}', '{"traceEvents": [],\n "traceName": "x" }\n\n  ',
+                                  '{"a": 1,"traceEvents": [{"ph": "X"}]}', '{"traceEvents": []}' + " " * 300])
+def test_add_source_roots_keeps_valid_json(tmp_path, text):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert writer.add_source_roots(str(path), ["/a", "/b\u00e9"])
+    doc = json.loads(path.read_text())
+    assert doc == {**json.loads(text), writer.SOURCE_ROOTS_KEY: ["/a", "/b\u00e9"]}
+
+
+@pytest.mark.parametrize("text", ["[]", '[{"ph": "X"}]', "{}", " {  }\n", "", "garbage"])
+def test_add_source_roots_leaves_other_files_alone(tmp_path, text):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert not writer.add_source_roots(str(path), ["/a"])
+    assert path.read_text() == text
+
+
+def test_source_roots_skip_what_is_not_a_folder(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "path", ["", str(tmp_path / "missing.zip"), str(tmp_path), 3])
+    roots = writer.source_roots()
+    assert str(tmp_path) in roots and os.getcwd() in roots
+    assert str(tmp_path / "missing.zip") not in roots
+
+
+def test_failed_roots_write_leaves_the_trace_as_exported(tmp_path, monkeypatch):
+    """A write that fails half way (disk full) is undone: the trace stays valid JSON."""
+    import io
+
+    text = '{"traceEvents": [{"ph": "X", "name": "a"}], "traceName": "x"}\n'
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    real_write = io.FileIO.write
+
+    class Short(io.FileIO):
+        def write(self, data):
+            if len(data) > 8:  # the roots entry, not the restore
+                return real_write(self, bytes(data)[:8])
+            return real_write(self, data)
+
+    monkeypatch.setattr(writer, "open", lambda p, mode, buffering=-1: Short(p, "r+"), raising=False)
+    assert not writer.add_source_roots(str(path), ["/a" * 50])
+    assert path.read_text() == text

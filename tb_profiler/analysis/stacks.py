@@ -12,6 +12,10 @@ Two sources, one shape:
 - PyTorch 1.8-1.10 traces: the op's ``Call stack`` arg, ``"file(line): func;..."``,
   innermost frame first.
 Frames are always listed innermost first, as both torch and the old plugin show them.
+
+A trace's frames also carry ``path``, the absolute path of the recorded file on this
+machine, when one is found (analysis/sources.py: torch 2.x records names relative to
+sys.path entries); ``file`` stays as recorded.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import numpy as np
 from tb_profiler.analysis.links import device_mask, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth
+from tb_profiler.analysis.sources import SourceResolver, source_resolver
 from tb_profiler.trace.categories import Kind
 
 NO_STACK = -1
@@ -59,6 +64,7 @@ class StackTable:
     parent: np.ndarray
     frame: np.ndarray
     frames: np.ndarray  # object array of frame texts
+    resolver: SourceResolver | None = None  # adds each frame's ``path`` where found
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -72,7 +78,17 @@ class StackTable:
         return out
 
     def frames_of(self, sid: int) -> list[dict]:
-        return [parse_frame(t) for t in self.texts(sid)]
+        """Frames {file, line, func[, path]} of stack ``sid``, innermost first."""
+        return [with_path(parse_frame(t), self.resolver) for t in self.texts(sid)]
+
+
+def with_path(frame: dict, resolver: SourceResolver | None) -> dict:
+    """The frame with ``path`` (absolute, existing) added when its file resolves; a frame
+    that does not resolve is returned as parsed, without the key."""
+    path = resolver.resolve(frame["file"]) if resolver is not None and frame["file"] else None
+    if path is not None:
+        frame["path"] = path
+    return frame
 
 
 class _Interner:
@@ -126,9 +142,9 @@ class _Interner:
         self.keys, self.ids = all_keys[order], np.concatenate([self.ids, ids])[order]
         return ids
 
-    def table(self, frames: np.ndarray) -> StackTable:
+    def table(self, frames: np.ndarray, resolver: SourceResolver | None = None) -> StackTable:
         cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
-        return StackTable(cat(self.parent), cat(self.frame), frames)
+        return StackTable(cat(self.parent), cat(self.frame), frames, resolver)
 
 
 def _python_frames(trace):
@@ -217,12 +233,19 @@ def op_stacks(trace) -> tuple[np.ndarray, StackTable]:
         lut[cs_ids] = _intern_call_stacks(interner, [strings[i] for i in cs_ids.tolist()], frames, index)
         from_arg = lut[np.where((cs >= 0) & (cs < len(strings)), cs, len(strings))]
         out = np.where(out >= 0, out, from_arg)
-    return out, interner.table(np.array(frames, dtype=object))
+    return out, interner.table(np.array(frames, dtype=object), source_resolver(trace))
 
 
 def stack_frames(trace, sid: int) -> list[dict]:
-    """Frames [{file, line, func}] of stack ``sid`` of this trace, innermost first."""
+    """Frames [{file, line, func[, path]}] of stack ``sid`` of this trace, innermost first."""
     return op_stacks(trace)[1].frames_of(int(sid))
 
 
-__all__ = ["NO_STACK", "StackTable", "frames_of", "is_source_frame", "op_stacks", "parse_frame", "stack_frames"]
+def trace_frame(trace, text: str) -> dict:
+    """One frame text of this trace (a python_function name, a ``Call stack`` entry) as
+    {file, line, func[, path]}: for views that show single frames (event details)."""
+    return with_path(parse_frame(text), source_resolver(trace))
+
+
+__all__ = ["NO_STACK", "StackTable", "frames_of", "is_source_frame", "op_stacks", "parse_frame", "stack_frames",
+           "trace_frame", "with_path"]

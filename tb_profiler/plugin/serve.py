@@ -6,6 +6,7 @@ serves the page TensorBoard's plugin iframe would.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from tb_profiler.plugin.app import ProfilerApp
@@ -13,7 +14,13 @@ from tb_profiler.plugin.state import ProfilerState
 
 
 def make_app(logdir: str, *, memory_mb: int | None = None, reload_s: float | None = None,
-             threads: int | None = None, cache_dir: str | None = None, start: bool = True) -> ProfilerApp:
+             threads: int | None = None, cache_dir: str | None = None, source_roots: Sequence[str] = (),
+             start: bool = True) -> ProfilerApp:
+    """The app for ``logdir``; ``source_roots``: folders to find stack frames' files under
+    (after the roots a trace records, before the folders above it; analysis/sources.py)."""
+    from tb_profiler.analysis.sources import set_user_roots
+
+    set_user_roots(source_roots)
     state = ProfilerState(logdir, memory_bytes=(memory_mb << 20) if memory_mb else None, reload_s=reload_s,
                           threads=threads, cache_dir=cache_dir)
     if start:

@@ -32,11 +32,15 @@ from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.nesting import parents
+from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import KIND_NAMES, Kind
 from tb_profiler.trace.strings import used_ids
 
+# Args holding a ";"-separated stack (as util/frames.ts isStackArg), and the most frames sent.
+STACK_ARGS = frozenset({"call stack", "python stack", "stack"})
+MAX_STACK_FRAMES = 512
 # Flow kinds as the API names them (index = the code stored per flow).
 FLOW_KINDS: tuple[str, ...] = ("launch", "fwdbwd", "flow")
 _LAUNCH, _FWDBWD, _FLOW = 0, 1, 2
@@ -249,7 +253,21 @@ def event_detail(trace, i: int) -> dict:
     except Exception as exc:  # args text the decoder kept but json cannot parse
         args = {"<error>": f"args could not be parsed: {exc}"}
     return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), "event": events, "args": args, "links": links,
-            "links_truncated": bool(len(launched) > 1000)}
+            "links_truncated": bool(len(launched) > 1000), **_source_frames(trace, i, events["name"], args)}
+
+
+def _source_frames(trace, i: int, name: str, args: dict) -> dict:
+    """The event's frames with their resolved ``path`` (analysis/sources.py), for jump to
+    source: ``source``, a python_function event's own frame; ``stacks``, per stack arg
+    (PyTorch 1.8-1.10's ``Call stack``) its frames, innermost first."""
+    out: dict = {}
+    if trace.events["kind"][i] == Kind.PYTHON_FUNCTION and is_source_frame(name):
+        out["source"] = trace_frame(trace, name)
+    stacks = {k: [trace_frame(trace, f) for f in v.split(";")[:MAX_STACK_FRAMES] if f.strip()]
+              for k, v in args.items() if k.lower() in STACK_ARGS and isinstance(v, str) and is_source_frame(v.split(";")[0])}
+    if stacks:
+        out["stacks"] = stacks
+    return out
 
 
 # -- flows ------------------------------------------------------------------------------------

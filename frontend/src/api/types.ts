@@ -2,6 +2,8 @@
 // timestamps relative to the trace origin (origin_ns, a decimal string, is absolute);
 // percentages 0..100; null = not available. Names are untrusted text.
 
+import type { SourceFrame } from "../util/frames";
+
 export interface LoadingReply {
   loading: true;
   /** an analysis is still running (no byte progress) */
@@ -427,6 +429,10 @@ export interface EventDetailReply {
   };
   args: Record<string, unknown> | null;
   links: EventLink[];
+  /** A python_function event's frame, with the resolved absolute `path` where found. */
+  source?: SourceFrame;
+  /** Per stack arg (PyTorch 1.8-1.10's "Call stack"), its frames with `path`. */
+  stacks?: Record<string, SourceFrame[]>;
 }
 
 export interface DistInfo {

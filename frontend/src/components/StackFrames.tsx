@@ -1,16 +1,20 @@
 // Python stack frames: inside VS Code's TensorBoard panel each frame is a link that
 // asks VS Code to open the file at the line (util/vscode); elsewhere "file:line" is
-// plain selectable text with a copy button.
+// plain selectable text with a copy button. Either way the text shown is the frame as
+// recorded; what is opened or copied is the absolute path the server resolved it to,
+// when it found one (util/frames: openableFile).
 
 import { useState } from "react";
-import type { Frame } from "../api/types";
 import { copyText } from "../util/csv";
+import { openableFile, type SourceFrame } from "../util/frames";
 import { buildJumpMessage, frameLocation, jumpToSource, vsCodeTarget } from "../util/vscode";
 
-export function FrameItem({ frame }: { frame: Frame }) {
+export function FrameItem({ frame }: { frame: SourceFrame }) {
   const [copied, setCopied] = useState(false);
   const loc = frameLocation(frame.file, frame.line);
-  const canJump = !!vsCodeTarget() && !!buildJumpMessage(frame.file, frame.line);
+  const target = openableFile(frame);
+  const full = frameLocation(target, frame.line);
+  const canJump = !!vsCodeTarget() && !!buildJumpMessage(target, frame.line);
   return (
     <li className="frame">
       {frame.func && <span className="frame-func">{frame.func}</span>}
@@ -19,21 +23,23 @@ export function FrameItem({ frame }: { frame: Frame }) {
           <button
             type="button"
             className="link frame-loc"
-            title="Open in VS Code"
-            onClick={() => jumpToSource(frame.file, frame.line)}
+            title={`Open ${full} in VS Code`}
+            onClick={() => jumpToSource(target, frame.line)}
           >
             {loc}
           </button>
         ) : (
           <>
-            <span className="frame-loc selectable">{loc}</span>
+            <span className="frame-loc selectable" title={full !== loc ? full : undefined}>
+              {loc}
+            </span>
             <button
               type="button"
               className="icon-btn"
-              title="Copy file:line"
-              aria-label={`Copy ${loc}`}
+              title={`Copy ${full}`}
+              aria-label={`Copy ${full}`}
               onClick={async () => {
-                if (await copyText(loc)) {
+                if (await copyText(full)) {
                   setCopied(true);
                   setTimeout(() => setCopied(false), 1200);
                 }
@@ -47,7 +53,7 @@ export function FrameItem({ frame }: { frame: Frame }) {
   );
 }
 
-export function StackFrames({ frames }: { frames: Frame[] }) {
+export function StackFrames({ frames }: { frames: SourceFrame[] }) {
   if (!frames.length) return <div className="muted">No Python stack recorded for these calls (profile with with_stack=True).</div>;
   return (
     <ol className="frames" aria-label="Call stack, innermost first">

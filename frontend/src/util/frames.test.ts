@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isStackArg, parseCallStack, parseFrame } from "./frames";
+import { isStackArg, openableFile, parseCallStack, parseFrame } from "./frames";
 
 describe("parseFrame", () => {
   it("splits file, 1-based line and function", () => {
@@ -30,5 +30,17 @@ describe("parseCallStack", () => {
     expect(isStackArg("Call stack", "not a stack")).toBe(false);
     expect(isStackArg("Input Dims", "x.py(3): f")).toBe(false);
     expect(isStackArg("Call stack", 5)).toBe(false);
+  });
+});
+
+describe("openableFile", () => {
+  it("prefers the absolute path the server resolved", () => {
+    expect(openableFile({ file: "cnn.py", line: 45, func: "forward", path: "/src/samples/cnn.py" })).toBe("/src/samples/cnn.py");
+  });
+  it("falls back to the recorded text", () => {
+    expect(openableFile({ file: "cnn.py", line: 45, func: "forward" })).toBe("cnn.py");
+    expect(openableFile({ file: "cnn.py", line: 45, func: "forward", path: null })).toBe("cnn.py");
+    expect(openableFile({ file: "cnn.py", line: 45, func: "forward", path: "" })).toBe("cnn.py");
+    expect(openableFile({ file: null, line: null, func: "<built-in>" })).toBeNull();
   });
 });

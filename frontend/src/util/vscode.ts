@@ -16,6 +16,11 @@
 // line 1 we send LINE_ONE instead: a truthy line that fails `line < lineCount`, so the
 // integration opens the file and leaves the cursor where a freshly opened file has it,
 // on line 1, instead of dropping the message or selecting a wrong line.
+//
+// `filename` must be a path VS Code can open: torch 2.x records frames relative to a
+// sys.path entry ("cnn.py"), so callers pass the absolute path the server resolved
+// (the API frame's `path`, util/frames openableFile) and only fall back to the recorded
+// text, which makes VS Code ask the user to locate the file.
 
 export const LINE_ONE = 2147483647;
 

@@ -73,7 +73,8 @@ function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: numbe
   const e = d.event;
   const args = Object.entries(d.args ?? {});
   // python_function events are named by their frame: "file.py(12): func"
-  const src = e.cat === "python_function" ? parseFrame(e.name) : null;
+  // (the server's frame carries the resolved path VS Code can open; parsed here otherwise)
+  const src = d.source ?? (e.cat === "python_function" ? parseFrame(e.name) : null);
   return (
     <div className="details">
       <div className="details-name selectable">{e.name}</div>
@@ -109,7 +110,7 @@ function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: numbe
           {args.map(([k, v]) => (
             <div key={k} className="kv-row">
               <dt>{k}</dt>
-              <dd className="selectable mono">{isStackArg(k, v) ? <StackFrames frames={parseCallStack(v)} /> : argText(v)}</dd>
+              <dd className="selectable mono">{isStackArg(k, v) ? <StackFrames frames={d.stacks?.[k] ?? parseCallStack(v)} /> : argText(v)}</dd>
             </div>
           ))}
         </dl>
