@@ -45,11 +45,21 @@ export function FrameItem({ frame }: { frame: SourceFrame }) {
                 }
               }}
             >
-              {copied ? "✓" : "⧉"}
+              {copied ? "✓" : <CopyIcon />}
             </button>
           </>
         ))}
     </li>
+  );
+}
+
+/** Two overlapping sheets, drawn inline: the "⧉" glyph is missing from many fonts. */
+function CopyIcon() {
+  return (
+    <svg width="12" height="12" viewBox="0 0 16 16" aria-hidden="true" fill="none" stroke="currentColor" strokeWidth="1.5">
+      <rect x="5" y="5" width="9" height="9" rx="1.5" />
+      <path d="M11 3V2.5A1 1 0 0 0 10 1.5H2.5a1 1 0 0 0-1 1V10a1 1 0 0 0 1 1H3" />
+    </svg>
   );
 }
 
