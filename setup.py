@@ -22,12 +22,12 @@ from setuptools.command.build_py import build_py as _build_py
 
 NATIVE_SOURCES = sorted(os.path.join("native", f) for f in os.listdir("native") if f.endswith(".c"))
 
-compile_args = ["-std=c11", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"]
-link_args = []
+compile_args = ["-std=c11", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"]
+link_args = ["-pthread"]
 if os.environ.get("TB_PROFILER_ASAN") == "1":
     compile_args = ["-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-                    "-fno-sanitize-recover=undefined"]
-    link_args = ["-fsanitize=address,undefined"]
+                    "-fno-sanitize-recover=undefined", "-pthread"]
+    link_args = ["-fsanitize=address,undefined", "-pthread"]
 if sys.platform == "win32":
     compile_args, link_args = [], []
 

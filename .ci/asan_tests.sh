@@ -78,6 +78,7 @@ status=0
   "$ROOT/tests/test_decode_differential.py" \
   "$ROOT/tests/test_decode_malformed.py" \
   "$ROOT/tests/test_decode_fuzz.py" \
+  "$ROOT/tests/test_decode_parallel.py" \
   "$@" || status=$?
 pytest_status=$status
 

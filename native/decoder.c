@@ -4,8 +4,14 @@
  * validates it without building anything. */
 #include "decoder.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef _WIN32
+#include <pthread.h>
+#define TB_PARALLEL 1
+#endif
 
 #include "numbers.h"
 
@@ -19,29 +25,29 @@ enum {
 };
 
 const tb_colspec tb_sparse_specs[TB_NSPARSE] = {
-    {"flow_id", 'q', 8}, {"flow_bp", 'B', 1},
+    {"flow_id", 'q', 8, false}, {"flow_bp", 'B', 1, false},
     /* ARG_INT */
-    {"external_id", 'q', 8}, {"correlation", 'q', 8}, {"seq_num", 'q', 8}, {"fwd_tid", 'q', 8},
-    {"record_function_id", 'q', 8}, {"ev_idx", 'q', 8}, {"python_id", 'q', 8},
-    {"python_parent_id", 'q', 8}, {"python_module_id", 'q', 8}, {"python_tid", 'q', 8},
-    {"device", 'q', 8}, {"stream", 'q', 8}, {"context", 'q', 8}, {"registers", 'q', 8},
-    {"shared_memory", 'q', 8}, {"queued", 'q', 8}, {"copy_bytes", 'q', 8}, {"mem_bytes", 'q', 8},
-    {"addr", 'q', 8}, {"total_allocated", 'q', 8}, {"total_reserved", 'q', 8},
-    {"device_type", 'q', 8}, {"device_id", 'q', 8}, {"in_msg_nelems", 'q', 8},
-    {"out_msg_nelems", 'q', 8}, {"group_size", 'q', 8}, {"rank", 'q', 8}, {"sort_index", 'q', 8},
+    {"external_id", 'q', 8, false}, {"correlation", 'q', 8, false}, {"seq_num", 'q', 8, false}, {"fwd_tid", 'q', 8, false},
+    {"record_function_id", 'q', 8, false}, {"ev_idx", 'q', 8, false}, {"python_id", 'q', 8, false},
+    {"python_parent_id", 'q', 8, false}, {"python_module_id", 'q', 8, false}, {"python_tid", 'q', 8, false},
+    {"device", 'q', 8, false}, {"stream", 'q', 8, false}, {"context", 'q', 8, false}, {"registers", 'q', 8, false},
+    {"shared_memory", 'q', 8, false}, {"queued", 'q', 8, false}, {"copy_bytes", 'q', 8, false}, {"mem_bytes", 'q', 8, false},
+    {"addr", 'q', 8, false}, {"total_allocated", 'q', 8, false}, {"total_reserved", 'q', 8, false},
+    {"device_type", 'q', 8, false}, {"device_id", 'q', 8, false}, {"in_msg_nelems", 'q', 8, false},
+    {"out_msg_nelems", 'q', 8, false}, {"group_size", 'q', 8, false}, {"rank", 'q', 8, false}, {"sort_index", 'q', 8, false},
     /* ARG_FLOAT */
-    {"blocks_per_sm", 'd', 8}, {"warps_per_sm", 'd', 8}, {"occupancy", 'd', 8}, {"bandwidth", 'd', 8},
+    {"blocks_per_sm", 'd', 8, false}, {"warps_per_sm", 'd', 8, false}, {"occupancy", 'd', 8, false}, {"bandwidth", 'd', 8, false},
     /* ARG_DIM3 */
-    {"grid_x", 'i', 4}, {"grid_y", 'i', 4}, {"grid_z", 'i', 4},
-    {"block_x", 'i', 4}, {"block_y", 'i', 4}, {"block_z", 'i', 4},
+    {"grid_x", 'i', 4, false}, {"grid_y", 'i', 4, false}, {"grid_z", 'i', 4, false},
+    {"block_x", 'i', 4, false}, {"block_y", 'i', 4, false}, {"block_z", 'i', 4, false},
     /* ARG_TEXT */
-    {"call_stack", 'i', 4}, {"collective_name", 'i', 4}, {"dtype", 'i', 4}, {"pg_name", 'i', 4},
-    {"pg_desc", 'i', 4}, {"arg_name", 'i', 4},
+    {"call_stack", 'i', 4, true}, {"collective_name", 'i', 4, true}, {"dtype", 'i', 4, true}, {"pg_name", 'i', 4, true},
+    {"pg_desc", 'i', 4, true}, {"arg_name", 'i', 4, true},
     /* ARG_JSON */
-    {"input_dims", 'i', 4}, {"input_type", 'i', 4}, {"input_strides", 'i', 4},
-    {"concrete_inputs", 'i', 4}, {"pg_ranks", 'i', 4},
+    {"input_dims", 'i', 4, true}, {"input_type", 'i', 4, true}, {"input_strides", 'i', 4, true},
+    {"concrete_inputs", 'i', 4, true}, {"pg_ranks", 'i', 4, true},
     /* COUNTER */
-    {"counter_key", 'i', 4}, {"counter_value", 'd', 8},
+    {"counter_key", 'i', 4, true}, {"counter_value", 'd', 8, false},
 };
 
 typedef enum { ARG_INT, ARG_FLOAT, ARG_DIM3, ARG_TEXT, ARG_JSON } arg_kind;
@@ -431,10 +437,10 @@ static int cmp_cmember(const void *a, const void *b)
  * order (a repeated key keeps its first position and its last value), whose value is a
  * JSON number. The args text has already been moved to the blob; it is valid JSON, so it
  * is simply re-read here. Counter events are few. */
-static void counter_event(tb_decoder *d, const tb_row *r, int32_t row)
+static void counter_members(tb_decoder *d, const uint8_t *a, int32_t row)
 {
     tb_scanner *s = &d->sc;
-    const uint8_t *a = d->buf + r->args_off, *p = a;
+    const uint8_t *p = a;
     size_t m = 0, klen_total = 0;
     const uint8_t *k = first_member(s, &p);
     while (k) {
@@ -482,6 +488,18 @@ static void counter_event(tb_decoder *d, const tb_row *r, int32_t row)
     tb_sparse_push(&d->sparse[SP_COUNTER_VALUE], s, row, &value);
 }
 
+static void counter_event(tb_decoder *d, const tb_row *r, int32_t row)
+{
+    /* the scanner bounded by the args text: a helper's blob is a buffer of its own, not
+     * part of the document whose end the scanner checks against */
+    tb_scanner *s = &d->sc;
+    const uint8_t *end = s->end;
+    const uint8_t *a = (d->is_part ? d->blob : d->buf) + r->args_off;
+    s->end = a + r->args_len;
+    counter_members(d, a, row);
+    s->end = end;
+}
+
 /* ------------------------------------------------------------------ events */
 
 /* Per-event state besides the dense row. */
@@ -505,6 +523,25 @@ static const uint8_t *read_pid(tb_decoder *d, const uint8_t *p, int depth, int64
     return p;
 }
 
+static void par_guard(tb_decoder *d, const uint8_t *write_end);
+
+/* Appends an event's args text to the blob. In one pass (and in the main thread) the
+ * blob is the front of the document itself: all of this text has been read, and the
+ * write pointer trails it. A helper thread keeps its own blob: the document is read by
+ * other threads beyond its start. */
+static void store_args(tb_decoder *d, const uint8_t *a0, size_t n)
+{
+    if (d->is_part) {
+        d->blob = tb_grow(&d->sc, d->blob, &d->blob_cap, d->w + n, 1);
+        memcpy(d->blob + d->w, a0, n);
+    } else {
+        if (d->par)
+            par_guard(d, d->buf + d->w + n);
+        memmove(d->buf + d->w, a0, n);
+    }
+    d->w += n;
+}
+
 static const uint8_t *read_event_args(tb_decoder *d, const uint8_t *p, int depth, int32_t row, tb_row *r,
                                       event_state *es)
 {
@@ -526,9 +563,7 @@ static const uint8_t *read_event_args(tb_decoder *d, const uint8_t *p, int depth
     size_t n = (size_t)(p - a0);
     if (n > INT32_MAX)
         tb_fail_kind(s, TB_ERR_LIMIT, a0, "args object larger than 2^31-1 bytes");
-    /* compaction: all of this text has been read, and the write pointer trails it */
-    memmove(d->buf + d->w, a0, n);
-    d->w += n;
+    store_args(d, a0, n);
     r->args_len = (int32_t)n;
     return p;
 }
@@ -627,13 +662,16 @@ static const uint8_t *read_event(tb_decoder *d, const uint8_t *p, int depth)
     return p;
 }
 
-/* p at the events array's '[' (depth = its nesting depth). */
-static const uint8_t *read_events(tb_decoder *d, const uint8_t *p, int depth)
+static bool par_start(tb_decoder *d, const uint8_t *p, int depth);
+static void par_finish(tb_decoder *d);
+static const uint8_t *par_landed(tb_decoder *d, const uint8_t *p);
+
+/* The events from the one at p (a '{', or not: an error) to the array's ']' (depth = the
+ * array's depth). With parts running, an event start that is a part's cut ends the walk:
+ * a helper stops there, the main thread takes over that part's events. */
+static const uint8_t *read_events_from(tb_decoder *d, const uint8_t *p, int depth)
 {
     tb_scanner *s = &d->sc;
-    p = tb_skip_ws(p + 1, s->end);
-    if (tb_peek(s, p) == ']')
-        return p + 1;
     for (;;) {
         if (tb_peek(s, p) != '{')
             tb_fail(s, p, "an event is not a JSON object");
@@ -646,8 +684,349 @@ static const uint8_t *read_events(tb_decoder *d, const uint8_t *p, int depth)
             return p + 1;
         else
             tb_fail(s, p, "expected ',' or ']'");
+        if (d->par) {
+            const uint8_t *q = par_landed(d, p);
+            if (q)
+                return q;
+        }
     }
 }
+
+/* p at the events array's '[' (depth = its nesting depth). */
+static const uint8_t *read_events(tb_decoder *d, const uint8_t *p, int depth)
+{
+    tb_scanner *s = &d->sc;
+    p = tb_skip_ws(p + 1, s->end);
+    if (tb_peek(s, p) == ']')
+        return p + 1;
+    par_start(d, p, depth);
+    return read_events_from(d, p, depth);
+}
+
+/* ------------------------------------------------------------------ parallel events
+ *
+ * A big events array is split between threads without knowing where its events start:
+ * each helper part starts at a guessed cut (a '{' after "}," in the second half, etc.)
+ * and walks on like the main thread until it reaches the next cut or the array's end.
+ * A guess is only trusted once the walk before it lands exactly on it at an event
+ * boundary: then the events from there are the helper's, decoded in the same state a
+ * single pass would have (same depth, the string table merged in first-seen order), so
+ * the result is byte for byte that of one pass, and so is the first error. A wrong guess
+ * (a cut inside a string or an args object) is never landed on and its part is dropped.
+ *
+ * Helpers only read the document; they keep their args text in their own blob. The main
+ * thread writes the document (args compaction, merged blobs) only below every running
+ * part's cut: before a write would reach one, that part is stopped (par_guard). */
+
+#define TB_MAX_PARTS 16
+#define TB_CUT_SEARCH ((size_t)1 << 20) /* bytes searched from a target for a cut */
+
+#ifdef TB_PARALLEL
+typedef struct {
+    tb_decoder d;         /* first: a helper finds its part from its decoder */
+    const uint8_t *start; /* its cut */
+    const uint8_t *stop;  /* where its walk ended: a later cut, or just after ']' */
+    int depth;            /* the array's depth */
+    bool started, joined, failed;
+    atomic_bool quit;     /* set by the main thread: its events are not needed */
+    pthread_t th;
+} tb_part;
+
+typedef struct tb_par {
+    const uint8_t *cuts[TB_MAX_PARTS]; /* cuts[k] = parts[k].start, increasing; cuts[0] unused */
+    tb_part parts[TB_MAX_PARTS];
+    int n;                             /* parts 1..n-1 are helpers */
+    int32_t *map;                      /* scratch: a part's string ids -> the main table's */
+} tb_par;
+
+static bool is_ws(uint8_t c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* The first '{' at or after from (and before limit) that follows "}" "," (blanks allowed
+ * between): where an event would start if that text is between two events. */
+static const uint8_t *find_cut(const uint8_t *from, const uint8_t *limit, const uint8_t *lo)
+{
+    for (const uint8_t *p = from; p < limit; p++) {
+        p = memchr(p, ',', (size_t)(limit - p));
+        if (!p)
+            return NULL;
+        const uint8_t *b = p - 1, *f = p + 1;
+        while (b > lo && is_ws(*b))
+            b--;
+        while (f < limit && is_ws(*f))
+            f++;
+        if (b > lo && *b == '}' && f < limit && *f == '{')
+            return f;
+    }
+    return NULL;
+}
+
+/* Cut targets splitting [p, end) into `want` parts of about equal decoding work. Work is
+ * estimated from samples: per window, its bytes plus, for each '{' in a sample of it, the
+ * cost of an event or args object (measured on Kineto traces: an event costs about as
+ * much as 500 bytes of text), so a stretch of many small events (kernels, flows) gets a
+ * shorter part than one of few long ones (call stacks, shapes). */
+#define TB_SAMPLES 64
+#define TB_SAMPLE_BYTES 4096
+#define TB_BRACE_COST 250 /* bytes' worth of work per '{' (two per event with args) */
+
+static void work_targets(const uint8_t *p, const uint8_t *end, int want, const uint8_t **targets)
+{
+    size_t len = (size_t)(end - p), win = len / TB_SAMPLES;
+    double work[TB_SAMPLES + 1], total = 0;
+    work[0] = 0;
+    for (int i = 0; i < TB_SAMPLES; i++) {
+        const uint8_t *w0 = p + win * (size_t)i;
+        size_t n = win < TB_SAMPLE_BYTES ? win : TB_SAMPLE_BYTES, braces = 0;
+        for (size_t j = 0; j < n; j++)
+            braces += w0[j] == '{';
+        total += (double)win + (double)braces * TB_BRACE_COST * ((double)win / (double)(n ? n : 1));
+        work[i + 1] = total;
+    }
+    for (int k = 1, i = 0; k < want; k++) {
+        double goal = total * k / want;
+        while (i < TB_SAMPLES && work[i + 1] < goal)
+            i++;
+        double span = work[i + 1] - work[i], into = span > 0 ? (goal - work[i]) / span : 0;
+        targets[k] = p + win * (size_t)i + (size_t)(into * (double)win);
+    }
+}
+
+static void *part_main(void *arg)
+{
+    tb_part *pt = arg;
+    tb_decoder *d = &pt->d;
+    if (setjmp(d->sc.jb)) {
+        pt->failed = true;
+        return NULL;
+    }
+    pt->stop = read_events_from(d, pt->start, pt->depth);
+    return NULL;
+}
+
+static bool par_start(tb_decoder *d, const uint8_t *p, int depth)
+{
+    tb_scanner *s = &d->sc;
+    size_t left = (size_t)(s->end - p);
+    size_t min_part = d->min_part ? d->min_part : 1;
+    if (d->is_part || d->par || d->threads <= 1 || left / 2 < min_part)
+        return false;
+    int want = d->threads < TB_MAX_PARTS ? d->threads : TB_MAX_PARTS;
+    if ((size_t)want > left / min_part)
+        want = (int)(left / min_part);
+    tb_par *par = calloc(1, sizeof *par);
+    if (!par)
+        return false; /* one pass works without it */
+    par->n = 1;
+    const uint8_t *targets[TB_MAX_PARTS];
+    work_targets(p, s->end, want, targets);
+    const uint8_t *last = p;
+    for (int k = 1; k < want; k++) {
+        const uint8_t *target = targets[k];
+        if (target <= last)
+            target = last + 1;
+        const uint8_t *limit = (size_t)(s->end - target) > TB_CUT_SEARCH ? target + TB_CUT_SEARCH : s->end;
+        const uint8_t *cut = target < s->end ? find_cut(target, limit, p) : NULL;
+        if (cut && cut > last)
+            par->cuts[par->n++] = last = cut;
+    }
+    if (par->n < 2) {
+        free(par);
+        return false;
+    }
+    d->par = par;
+    d->next_cut = 1;
+    for (int k = 1; k < par->n; k++) {
+        tb_part *pt = &par->parts[k];
+        tb_decoder *h = &pt->d;
+        h->buf = d->buf;
+        h->sc.base = s->base;
+        h->sc.end = s->end;
+        for (int c = 0; c < TB_NSPARSE; c++)
+            h->sparse[c].itemsize = tb_sparse_specs[c].itemsize;
+        h->is_part = true;
+        h->par = par;
+        h->next_cut = k + 1;
+        h->landed = -1;
+        pt->start = par->cuts[k];
+        pt->depth = depth;
+        /* its args text fits in its part's text: reserved once (pages are touched only as
+         * written), so the blob is not copied as it grows; else tb_grow grows it */
+        size_t part_len = (size_t)((k + 1 < par->n ? par->cuts[k + 1] : s->end) - pt->start);
+        h->blob = malloc(part_len);
+        h->blob_cap = h->blob ? part_len : 0;
+        atomic_init(&pt->quit, false);
+        pt->joined = true;
+    }
+    for (int k = 1; k < par->n; k++) {
+        tb_part *pt = &par->parts[k];
+        if (pthread_create(&pt->th, NULL, part_main, pt) != 0) {
+            par_finish(d); /* no thread to spare: one pass */
+            return false;
+        }
+        pt->started = true;
+        pt->joined = false;
+    }
+    return true;
+}
+
+static void part_join(tb_part *pt)
+{
+    if (!pt->joined) {
+        pthread_join(pt->th, NULL);
+        pt->joined = true;
+    }
+}
+
+/* Stops and joins every running part whose cut is below write_end: the main thread is
+ * about to write there, and their events are not needed (the main walk passed them). */
+static void par_guard(tb_decoder *d, const uint8_t *write_end)
+{
+    tb_par *par = d->par;
+    for (int k = 1; k < par->n && par->cuts[k] < write_end; k++) {
+        atomic_store(&par->parts[k].quit, true);
+        part_join(&par->parts[k]);
+    }
+}
+
+/* Joins and frees every part (after the array, and on any error). */
+static void par_finish(tb_decoder *d)
+{
+    tb_par *par = d->par;
+    if (!par)
+        return;
+    for (int k = 1; k < par->n; k++)
+        atomic_store(&par->parts[k].quit, true);
+    for (int k = 1; k < par->n; k++) {
+        part_join(&par->parts[k]);
+        tb_decoder_free(&par->parts[k].d);
+    }
+    free(par->map);
+    free(par);
+    d->par = NULL;
+}
+
+static inline int32_t remap(const int32_t *map, int32_t id)
+{
+    return id >= 0 ? map[id] : id;
+}
+
+/* Appends part pt's events to the main decoder d: string ids through the merged table,
+ * rows after d's, args offsets after d's blob (its blob copied below its own cut). */
+static void merge_part(tb_decoder *d, tb_part *pt)
+{
+    tb_scanner *s = &d->sc;
+    tb_decoder *h = &pt->d;
+    tb_par *par = d->par;
+    size_t n0 = d->dense.n, nh = h->dense.n;
+    if (n0 + nh > INT32_MAX)
+        tb_fail_kind(s, TB_ERR_LIMIT, pt->start, "more than 2^31-1 events");
+    free(par->map);
+    par->map = malloc((h->strings.n ? h->strings.n : 1) * sizeof *par->map);
+    if (!par->map)
+        tb_fail_kind(s, TB_ERR_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < h->strings.n; i++) {
+        size_t len;
+        int ascii;
+        const uint8_t *b = tb_intern_bytes(&h->strings, i, &len, &ascii);
+        par->map[i] = tb_intern_get(&d->strings, s, b, len);
+    }
+    const int32_t *map = par->map;
+    tb_dense_reserve(&d->dense, s, n0 + nh);
+    tb_dense *D = &d->dense, *H = &h->dense;
+    for (size_t i = 0; i < nh; i++) {
+        D->ph[n0 + i] = H->ph[i];
+        D->cat[n0 + i] = remap(map, H->cat[i]);
+        D->name[n0 + i] = remap(map, H->name[i]);
+        D->pid_str[n0 + i] = remap(map, H->pid_str[i]);
+        D->tid_str[n0 + i] = remap(map, H->tid_str[i]);
+        D->pid[n0 + i] = H->pid[i];
+        D->tid[n0 + i] = H->tid[i];
+        D->ts[n0 + i] = H->ts[i];
+        D->dur[n0 + i] = H->dur[i];
+        D->args_off[n0 + i] = H->args_off[i] + (int64_t)d->w;
+        D->args_len[n0 + i] = H->args_len[i];
+    }
+    D->n = n0 + nh;
+    for (int c = 0; c < TB_NSPARSE; c++) {
+        tb_sparse *dc = &d->sparse[c], *hc = &h->sparse[c];
+        if (!hc->n)
+            continue;
+        tb_sparse_reserve(dc, s, dc->n + hc->n);
+        for (size_t i = 0; i < hc->n; i++)
+            dc->rows[dc->n + i] = hc->rows[i] + (int32_t)n0;
+        if (tb_sparse_specs[c].string_id) {
+            int32_t *out = (int32_t *)(void *)dc->vals + dc->n;
+            const int32_t *in = (const int32_t *)(void *)hc->vals;
+            for (size_t i = 0; i < hc->n; i++)
+                out[i] = remap(map, in[i]);
+        } else {
+            memcpy(dc->vals + dc->n * dc->itemsize, hc->vals, hc->n * hc->itemsize);
+        }
+        dc->n += hc->n;
+    }
+    if (h->w) {
+        par_guard(d, d->buf + d->w + h->w);
+        memcpy(d->buf + d->w, h->blob, h->w);
+        d->w += h->w;
+    }
+}
+
+/* Called by a walk at each event start p after the first: when p is the next cut, a
+ * helper stops (returns p) and the main thread merges that part, and the ones it led to
+ * (returns where the last of them stopped: after the array's ']'). NULL: walk on. */
+static const uint8_t *par_landed(tb_decoder *d, const uint8_t *p)
+{
+    tb_par *par = d->par;
+    while (d->next_cut < par->n && par->cuts[d->next_cut] < p)
+        d->next_cut++; /* passed: that guess was inside an event */
+    if (d->is_part && atomic_load_explicit(&((tb_part *)(void *)d)->quit, memory_order_relaxed))
+        tb_fail_kind(&d->sc, TB_ERR_LIMIT, p, "parallel part no longer needed");
+    if (d->next_cut >= par->n || par->cuts[d->next_cut] != p)
+        return NULL;
+    if (d->is_part) {
+        d->landed = d->next_cut;
+        return p;
+    }
+    for (int k = d->next_cut;;) {
+        tb_part *pt = &par->parts[k];
+        part_join(pt);
+        if (pt->failed) {
+            if (atomic_load(&pt->quit)) /* cannot happen: a part in the chain is never stopped */
+                tb_fail_kind(&d->sc, TB_ERR_LIMIT, pt->start, "internal error in parallel decoding");
+            d->sc.err_kind = pt->d.sc.err_kind; /* the error a single pass would have met first */
+            d->sc.err_msg = pt->d.sc.err_msg;
+            d->sc.err_off = pt->d.sc.err_off;
+            longjmp(d->sc.jb, 1);
+        }
+        merge_part(d, pt);
+        if (pt->d.landed < 0)
+            return pt->stop;
+        k = pt->d.landed;
+    }
+}
+#else
+static bool par_start(tb_decoder *d, const uint8_t *p, int depth)
+{
+    (void)d, (void)p, (void)depth;
+    return false;
+}
+static void par_guard(tb_decoder *d, const uint8_t *write_end)
+{
+    (void)d, (void)write_end;
+}
+static void par_finish(tb_decoder *d)
+{
+    (void)d;
+}
+static const uint8_t *par_landed(tb_decoder *d, const uint8_t *p)
+{
+    (void)d, (void)p;
+    return NULL;
+}
+#endif
 
 /* ------------------------------------------------------------------ top level */
 
@@ -698,6 +1077,7 @@ static const uint8_t *read_top_object(tb_decoder *d, const uint8_t *p)
             }
             reset_events(d);
             p = read_events(d, p, 2);
+            par_finish(d);
             d->found_events = true;
         } else {
             const uint8_t *v = p;
@@ -719,8 +1099,10 @@ int tb_decode(tb_decoder *d, uint8_t *buf, size_t len)
     s->end = buf + len;
     for (int c = 0; c < TB_NSPARSE; c++)
         d->sparse[c].itemsize = tb_sparse_specs[c].itemsize;
-    if (setjmp(s->jb))
+    if (setjmp(s->jb)) {
+        par_finish(d);
         return -1;
+    }
     const uint8_t *p = buf;
     if (len >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF)
         p += 3; /* UTF-8 byte order mark */
@@ -729,6 +1111,7 @@ int tb_decode(tb_decoder *d, uint8_t *buf, size_t len)
         tb_fail_kind(s, TB_ERR_FORMAT, p, "empty trace (no JSON value)");
     if (*p == '[') {
         p = read_events(d, p, 1);
+        par_finish(d);
     } else if (*p == '{') {
         p = read_top_object(d, p);
     } else {
@@ -757,6 +1140,8 @@ void tb_decoder_free(tb_decoder *d)
     d->ntop = d->top_cap = 0;
     free(d->cmembers);
     free(d->ckeys);
+    free(d->blob);
+    d->blob = NULL;
     d->cmembers = NULL;
     d->ckeys = NULL;
 }

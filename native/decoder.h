@@ -18,6 +18,7 @@ typedef struct {
     const char *name;
     char format; /* struct-module letter: q int64, i int32, B uint8, d float64 */
     size_t itemsize;
+    bool string_id; /* values are ids into the string table */
 } tb_colspec;
 
 #define TB_NSPARSE 53
@@ -36,10 +37,22 @@ typedef struct {
     size_t voff, vlen; /* number token relative to the args text; vlen 0: not a number */
 } tb_cmember;
 
+struct tb_par;
+
 typedef struct {
     tb_scanner sc;
     uint8_t *buf; /* the writable document */
     size_t w;     /* args blob write pointer: buf[:w] is the blob, w <= read position */
+    /* Parallel decoding of the events array (see "parallel events" in decoder.c). Set by
+     * the caller: threads (<= 1: one pass), min_part (bytes of JSON per thread at least). */
+    int threads;
+    size_t min_part;
+    struct tb_par *par; /* the parts being decoded by other threads, or NULL */
+    int next_cut;       /* the first cut this decoder has not passed yet */
+    bool is_part;       /* a helper: args go to blob, not buf; stops at the next cut */
+    int landed;         /* helper: the cut it stopped at, or -1 (it reached the array's end) */
+    uint8_t *blob;      /* helper: its args text, blob[:w] */
+    size_t blob_cap;
     tb_intern strings;
     tb_dense dense;
     tb_sparse sparse[TB_NSPARSE];

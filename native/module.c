@@ -211,9 +211,11 @@ static void raise_error(const tb_decoder *d)
 /* ------------------------------------------------------------------ module */
 
 PyDoc_STRVAR(decode_doc,
-             "decode(buf) -> dict\n\n"
+             "decode(buf, threads=1, min_part=8 MiB) -> dict\n\n"
              "Decode the JSON text of a Kineto/Chrome trace held in the writable buffer buf\n"
-             "(e.g. a bytearray) into columns. buf is overwritten: on return, buf[:args_blob_len]\n"
+             "(e.g. a bytearray) into columns, the events array split between up to `threads`\n"
+             "threads of at least `min_part` bytes each (the result is the same for any split).\n"
+             "buf is overwritten: on return, buf[:args_blob_len]\n"
              "holds every event's args text (args_off/args_len address it), and the memory of\n"
              "the rest is given back to the OS (it reads as zeros).\n"
              "Returns {'dense': {col: Buffer}, 'sparse': {col: (rows Buffer, values Buffer)},\n"
@@ -241,8 +243,18 @@ static void release_tail(uint8_t *buf, size_t w, size_t len)
 #endif
 }
 
-static PyObject *native_decode(PyObject *module, PyObject *arg)
+static PyObject *native_decode(PyObject *module, PyObject *args, PyObject *kwargs)
 {
+    static char *kwlist[] = {"buf", "threads", "min_part", NULL};
+    PyObject *arg;
+    int threads = 1;
+    Py_ssize_t min_part = (Py_ssize_t)8 << 20;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|in:decode", kwlist, &arg, &threads, &min_part))
+        return NULL;
+    if (min_part < 1) {
+        PyErr_SetString(PyExc_ValueError, "decode: min_part must be at least 1");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_WRITABLE) < 0)
         return NULL;
@@ -251,6 +263,8 @@ static PyObject *native_decode(PyObject *module, PyObject *arg)
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
+    d->threads = threads;
+    d->min_part = (size_t)min_part;
     int rc;
     /* the buffer export keeps a bytearray from being resized while we run unlocked */
     Py_BEGIN_ALLOW_THREADS
@@ -329,7 +343,7 @@ fail_g:
 }
 
 static PyMethodDef native_methods[] = {
-    {"decode", native_decode, METH_O, decode_doc},
+    {"decode", (PyCFunction)(void (*)(void))native_decode, METH_VARARGS | METH_KEYWORDS, decode_doc},
     {"nest_parents", native_nest_parents, METH_VARARGS, nest_parents_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -9,10 +9,14 @@
     DECODER_VERSION            changes whenever the decoded output may change (cache key)
 
 The work is done in one pass by the native decoder (native/, built as
-``tb_profiler._native``); the output contract is ``tb_profiler/decode/schema.py``.
+``tb_profiler._native``); the output contract is ``tb_profiler/decode/schema.py``. A big
+events array is split between threads (``decode_threads()``, at least ``MIN_PART`` bytes
+each); the output is the same for any split.
 Malformed input raises ``tb_profiler.errors.TraceFormatError`` with the byte offset.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -20,7 +24,7 @@ from tb_profiler.decode import schema
 from tb_profiler.decode.schema import Decoded
 from tb_profiler.errors import TraceFormatError
 
-__all__ = ["DECODER_VERSION", "decode", "decode_bytes", "Decoded"]
+__all__ = ["DECODER_VERSION", "MIN_PART", "decode", "decode_bytes", "decode_threads", "Decoded"]
 
 # Bump whenever the decoder's output changes for some input (the decode cache keys on it).
 DECODER_VERSION = 3
@@ -29,6 +33,23 @@ _FORMAT_DTYPE = {"q": np.dtype(np.int64), "i": np.dtype(np.int32), "B": np.dtype
                  "d": np.dtype(np.float64)}
 _EXCERPT_BYTES = 40
 _native_module = None
+# JSON bytes per decoding thread at least: below this, starting a thread costs more than
+# it saves.
+MIN_PART = 8 << 20
+MAX_THREADS = 8
+
+
+def decode_threads() -> int:
+    """Threads for one decode: $TB_PROFILER_DECODE_THREADS, else the CPUs this process may
+    run on (at most MAX_THREADS)."""
+    env = os.environ.get("TB_PROFILER_DECODE_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cpus))
 
 
 def _native():
@@ -67,11 +88,12 @@ def _args_blob(buf, n: int):
     return memoryview(buf).cast("B")[:n]
 
 
-def decode(buf: bytearray, source: str = "<bytes>") -> Decoded:
-    """Decode the trace JSON text in ``buf`` (writable; overwritten) into columns."""
+def decode(buf: bytearray, source: str = "<bytes>", *, threads: int | None = None) -> Decoded:
+    """Decode the trace JSON text in ``buf`` (writable; overwritten) into columns, with up
+    to ``threads`` threads (default ``decode_threads()``)."""
     native = _native()
     try:
-        raw = native.decode(buf)
+        raw = native.decode(buf, threads=decode_threads() if threads is None else threads, min_part=MIN_PART)
     except native.DecodeError as exc:
         message, offset = exc.args
         raise TraceFormatError(source, message, offset, _excerpt(buf, offset)) from None
