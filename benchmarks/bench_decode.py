@@ -10,6 +10,8 @@ Measured in one run, on one core:
   (b) the stdlib route for the same columns: json.loads + a pandas DataFrame;
   (c) peak RSS of (a) in a fresh process, over the file size;
   (d) a .gz of the same trace: read + inflate (python-isal if installed, else zlib) + decode.
+  (e) the events array split between all the CPUs the benchmark may use (not pinned), in a
+      child process, against one thread in the same child: the parallel decoder's gain.
 """
 from __future__ import annotations
 
@@ -165,6 +167,32 @@ def bench_gz(gz: Path, json_bytes: int, repeat: int) -> dict:
             "gz_bytes": len(raw)}
 
 
+_THREADS_CHILD = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[2])
+from tb_profiler.decode import decode
+data, repeat, cpus = open(sys.argv[1], "rb").read(), int(sys.argv[3]), json.loads(sys.argv[4])
+os.sched_setaffinity(0, cpus)
+best = {}
+for _ in range(repeat):  # alternated, so both see the same machine
+    for threads in (1, len(cpus)):
+        buf = bytearray(data)
+        t0 = time.perf_counter()
+        decode(buf, threads=threads)
+        best[threads] = min(best.get(threads, 1e9), time.perf_counter() - t0)
+print(json.dumps({"threads": len(cpus), "one_s": best[1], "all_s": best[len(cpus)]}))
+"""
+
+
+def bench_threads(path: Path, cpus: list[int], repeat: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", _THREADS_CHILD, str(path), str(ROOT), str(repeat), json.dumps(cpus)],
+                         check=True, capture_output=True, text=True).stdout
+    r = json.loads(out)
+    size = path.stat().st_size
+    return {**r, "one_mb_s": size / 1e6 / r["one_s"], "all_mb_s": size / 1e6 / r["all_s"],
+            "speedup": r["one_s"] / r["all_s"]}
+
+
 def pin_one_core(cpu: int | None) -> int | None:
     if not hasattr(os, "sched_setaffinity"):
         return None
@@ -189,16 +217,18 @@ def main(argv=None) -> int:
         os.environ.setdefault(var, "1")
 
     path, gz = build_trace(args.seed, args.size, args.out_dir, args.synth_gpu)
+    all_cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     cpu = pin_one_core(args.cpu)
     rss = bench_rss(path)  # first, while this process is small (a child inherits its peak RSS)
     data = path.read_bytes()
     ours = bench_ours(data, args.repeat)
     stdlib = bench_stdlib(data, args.stdlib_repeat)
     gzr = bench_gz(gz, len(data), max(1, args.repeat // 2))
+    threads = bench_threads(path, all_cpus, args.repeat) if len(all_cpus) > 1 else None
     result = {
         "trace": str(path), "bytes": len(data), "events": ours["events"], "cpu": cpu,
         "decode": ours, "stdlib": stdlib, "speedup_vs_stdlib": ours["mb_s"] / stdlib["mb_s"],
-        "peak_rss": rss, "gz": gzr, "goals": GOALS,
+        "peak_rss": rss, "gz": gzr, "threads": threads, "goals": GOALS,
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -220,6 +250,10 @@ def main(argv=None) -> int:
         rss["ratio"] <= GOALS["peak_rss_ratio"])
     row(f"(d) .gz read + inflate ({gzr['codec']}) + decode", f"{gzr['mb_s']:.0f} MB/s")
     row("    inflate alone", f"{gzr['inflate_mb_s']:.0f} MB/s")
+    if threads:
+        row(f"(e) decode, {threads['threads']} threads (one: {threads['one_mb_s']:.0f} MB/s)",
+            f"{threads['all_mb_s']:.0f} MB/s")
+        row("    speed-up over one thread, same run", f"{threads['speedup']:.2f}x")
     return 0
 
 
