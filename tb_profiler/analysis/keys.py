@@ -20,9 +20,11 @@ def factorize(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         code, combined = pd.factorize(code * max(len(uniq), 1) + inv, sort=False)
         groups = len(combined)
     code = code.astype(np.int64, copy=False)
-    first = np.full(groups, n, dtype=np.int64)
-    np.minimum.at(first, code, np.arange(n, dtype=np.int64))
-    return code, first
+    # codes count up in order of first appearance: a group starts where the running
+    # maximum of the codes grows
+    top = np.maximum.accumulate(code) if n else code
+    first = np.flatnonzero(np.r_[True, top[1:] > top[:-1]]) if n else np.zeros(0, np.int64)
+    return code, first[:groups]
 
 
 def match(key: np.ndarray, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from tb_profiler.trace.strings import used_ids
+
 # Kernel-name fragments of tensor-core kernels (matched lower-cased, as substrings).
 # The first block is the old plugin's list (PyProf tc.py); the second adds Ampere/Hopper
 # cuBLAS/cuDNN/CUTLASS/flash-attention spellings.
@@ -111,7 +113,7 @@ def string_id_mask(ids: np.ndarray, strings: np.ndarray, predicate) -> np.ndarra
     once per distinct used id."""
     ids = np.asarray(ids)
     n = len(strings)
-    used = np.unique(ids[(ids >= 0) & (ids < n)])
+    used = used_ids(ids, n)
     lut = np.zeros(n + 1, dtype=bool)
     if len(used):
         lut[used] = predicate(strings[used])
