@@ -11,7 +11,9 @@ Measured in one run, on one core:
   (c) peak RSS of (a) in a fresh process, over the file size;
   (d) a .gz of the same trace: read + inflate (python-isal if installed, else zlib) + decode.
   (e) the events array split between all the CPUs the benchmark may use (not pinned), in a
-      child process, against one thread in the same child: the parallel decoder's gain.
+      child process, against one thread in the same child: the parallel decoder's gain;
+      and (c) again with that many threads (the helpers' args text and columns live
+      apart until merged).
 """
 from __future__ import annotations
 
@@ -131,9 +133,10 @@ print(base, peak_rss(), len(d))
 """
 
 
-def bench_rss(path: Path) -> dict:
+def bench_rss(path: Path, threads: int = 1) -> dict:
+    env = dict(os.environ, TB_PROFILER_DECODE_THREADS=str(threads))
     out = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(path), str(ROOT)], check=True,
-                         capture_output=True, text=True).stdout.split()
+                         capture_output=True, text=True, env=env).stdout.split()
     base, peak = int(out[0]), int(out[1])
     size = path.stat().st_size
     return {"baseline_bytes": base, "peak_bytes": peak, "file_bytes": size, "ratio": (peak - base) / size}
@@ -169,14 +172,16 @@ def bench_gz(gz: Path, json_bytes: int, repeat: int) -> dict:
 
 _THREADS_CHILD = r"""
 import json, os, sys, time
+import numpy as np
 sys.path.insert(0, sys.argv[2])
 from tb_profiler.decode import decode
 data, repeat, cpus = open(sys.argv[1], "rb").read(), int(sys.argv[3]), json.loads(sys.argv[4])
+data = np.frombuffer(data, np.uint8)  # the buffer tb_profiler.load's reader gives: numpy (huge pages)
 os.sched_setaffinity(0, cpus)
 best = {}
 for _ in range(repeat):  # alternated, so both see the same machine
     for threads in (1, len(cpus)):
-        buf = bytearray(data)
+        buf = data.copy()
         t0 = time.perf_counter()
         decode(buf, threads=threads)
         best[threads] = min(best.get(threads, 1e9), time.perf_counter() - t0)
@@ -225,6 +230,8 @@ def main(argv=None) -> int:
     stdlib = bench_stdlib(data, args.stdlib_repeat)
     gzr = bench_gz(gz, len(data), max(1, args.repeat // 2))
     threads = bench_threads(path, all_cpus, args.repeat) if len(all_cpus) > 1 else None
+    if threads:
+        threads["peak_rss"] = bench_rss(path, len(all_cpus))
     result = {
         "trace": str(path), "bytes": len(data), "events": ours["events"], "cpu": cpu,
         "decode": ours, "stdlib": stdlib, "speedup_vs_stdlib": ours["mb_s"] / stdlib["mb_s"],
@@ -254,6 +261,8 @@ def main(argv=None) -> int:
         row(f"(e) decode, {threads['threads']} threads (one: {threads['one_mb_s']:.0f} MB/s)",
             f"{threads['all_mb_s']:.0f} MB/s")
         row("    speed-up over one thread, same run", f"{threads['speedup']:.2f}x")
+        row(f"    peak RSS over file size, {threads['threads']} threads", f"{threads['peak_rss']['ratio']:.2f}x",
+            "<= 2x", threads["peak_rss"]["ratio"] <= GOALS["peak_rss_ratio"])
     return 0
 
 

@@ -490,11 +490,11 @@ static void counter_members(tb_decoder *d, const uint8_t *a, int32_t row)
 
 static void counter_event(tb_decoder *d, const tb_row *r, int32_t row)
 {
-    /* the scanner bounded by the args text: a helper's blob is a buffer of its own, not
-     * part of the document whose end the scanner checks against */
+    /* the scanner bounded by the args text (a helper's args are still in place, followed
+     * by the rest of the document) */
     tb_scanner *s = &d->sc;
     const uint8_t *end = s->end;
-    const uint8_t *a = (d->is_part ? d->blob : d->buf) + r->args_off;
+    const uint8_t *a = d->buf + r->args_off;
     s->end = a + r->args_len;
     counter_members(d, a, row);
     s->end = end;
@@ -525,21 +525,20 @@ static const uint8_t *read_pid(tb_decoder *d, const uint8_t *p, int depth, int64
 
 static void par_guard(tb_decoder *d, const uint8_t *write_end);
 
-/* Appends an event's args text to the blob. In one pass (and in the main thread) the
- * blob is the front of the document itself: all of this text has been read, and the
- * write pointer trails it. A helper thread keeps its own blob: the document is read by
- * other threads beyond its start. */
-static void store_args(tb_decoder *d, const uint8_t *a0, size_t n)
+/* Appends an event's args text to the blob and returns its offset there. In one pass
+ * (and in the main thread) the blob is the front of the document itself: all of this
+ * text has been read, and the write pointer trails it. A helper thread leaves the text
+ * where it is (other threads may read there) and returns that place: the main thread
+ * moves it into the blob when it merges the helper's events (merge_part). */
+static int64_t store_args(tb_decoder *d, const uint8_t *a0, size_t n)
 {
-    if (d->is_part) {
-        d->blob = tb_grow(&d->sc, d->blob, &d->blob_cap, d->w + n, 1);
-        memcpy(d->blob + d->w, a0, n);
-    } else {
-        if (d->par)
-            par_guard(d, d->buf + d->w + n);
-        memmove(d->buf + d->w, a0, n);
-    }
+    if (d->is_part)
+        return (int64_t)(a0 - d->buf);
+    if (d->par)
+        par_guard(d, d->buf + d->w + n);
+    memmove(d->buf + d->w, a0, n);
     d->w += n;
+    return (int64_t)(d->w - n);
 }
 
 static const uint8_t *read_event_args(tb_decoder *d, const uint8_t *p, int depth, int32_t row, tb_row *r,
@@ -563,7 +562,7 @@ static const uint8_t *read_event_args(tb_decoder *d, const uint8_t *p, int depth
     size_t n = (size_t)(p - a0);
     if (n > INT32_MAX)
         tb_fail_kind(s, TB_ERR_LIMIT, a0, "args object larger than 2^31-1 bytes");
-    store_args(d, a0, n);
+    r->args_off = store_args(d, a0, n);
     r->args_len = (int32_t)n;
     return p;
 }
@@ -714,8 +713,8 @@ static const uint8_t *read_events(tb_decoder *d, const uint8_t *p, int depth)
  * the result is byte for byte that of one pass, and so is the first error. A wrong guess
  * (a cut inside a string or an args object) is never landed on and its part is dropped.
  *
- * Helpers only read the document; they keep their args text in their own blob. The main
- * thread writes the document (args compaction, merged blobs) only below every running
+ * Helpers only read the document; their events' args text stays in place until the main
+ * thread merges them. The main thread writes the document (args compaction) only below every running
  * part's cut: before a write would reach one, that part is stopped (par_guard). */
 
 #define TB_MAX_PARTS 16
@@ -852,11 +851,6 @@ static bool par_start(tb_decoder *d, const uint8_t *p, int depth)
         h->landed = -1;
         pt->start = par->cuts[k];
         pt->depth = depth;
-        /* its args text fits in its part's text: reserved once (pages are touched only as
-         * written), so the blob is not copied as it grows; else tb_grow grows it */
-        size_t part_len = (size_t)((k + 1 < par->n ? par->cuts[k + 1] : s->end) - pt->start);
-        h->blob = malloc(part_len);
-        h->blob_cap = h->blob ? part_len : 0;
         atomic_init(&pt->quit, false);
         pt->joined = true;
     }
@@ -908,13 +902,15 @@ static void par_finish(tb_decoder *d)
     d->par = NULL;
 }
 
+static void move_args(tb_decoder *d, const tb_dense *H, size_t n0);
+
 static inline int32_t remap(const int32_t *map, int32_t id)
 {
     return id >= 0 ? map[id] : id;
 }
 
 /* Appends part pt's events to the main decoder d: string ids through the merged table,
- * rows after d's, args offsets after d's blob (its blob copied below its own cut). */
+ * rows after d's, args texts moved to d's blob. */
 static void merge_part(tb_decoder *d, tb_part *pt)
 {
     tb_scanner *s = &d->sc;
@@ -946,7 +942,6 @@ static void merge_part(tb_decoder *d, tb_part *pt)
         D->tid[n0 + i] = H->tid[i];
         D->ts[n0 + i] = H->ts[i];
         D->dur[n0 + i] = H->dur[i];
-        D->args_off[n0 + i] = H->args_off[i] + (int64_t)d->w;
         D->args_len[n0 + i] = H->args_len[i];
     }
     D->n = n0 + nh;
@@ -967,10 +962,30 @@ static void merge_part(tb_decoder *d, tb_part *pt)
         }
         dc->n += hc->n;
     }
-    if (h->w) {
-        par_guard(d, d->buf + d->w + h->w);
-        memcpy(d->buf + d->w, h->blob, h->w);
-        d->w += h->w;
+    move_args(d, H, n0);
+}
+
+/* The compaction a single pass would have done for a helper's events (merged at rows
+ * n0...): each args text, still where the helper read it, moves down to the blob's end.
+ * The texts come in document order and the blob's end stays at or below each one, so
+ * every move is to a lower address and overwrites only text already moved or skipped. */
+static void move_args(tb_decoder *d, const tb_dense *H, size_t n0)
+{
+    size_t last = 0; /* the end of the helper's last args text: no write reaches past it */
+    for (size_t i = H->n; i-- > 0;)
+        if (H->args_len[i]) {
+            last = (size_t)H->args_off[i] + (size_t)H->args_len[i];
+            break;
+        }
+    if (last)
+        par_guard(d, d->buf + last);
+    for (size_t i = 0; i < H->n; i++) {
+        size_t len = (size_t)H->args_len[i];
+        d->dense.args_off[n0 + i] = (int64_t)d->w;
+        if (len) {
+            memmove(d->buf + d->w, d->buf + H->args_off[i], len);
+            d->w += len;
+        }
     }
 }
 
@@ -1002,6 +1017,7 @@ static const uint8_t *par_landed(tb_decoder *d, const uint8_t *p)
             longjmp(d->sc.jb, 1);
         }
         merge_part(d, pt);
+        tb_decoder_free(&pt->d); /* its columns now live in d: give them back now */
         if (pt->d.landed < 0)
             return pt->stop;
         k = pt->d.landed;
@@ -1140,8 +1156,6 @@ void tb_decoder_free(tb_decoder *d)
     d->ntop = d->top_cap = 0;
     free(d->cmembers);
     free(d->ckeys);
-    free(d->blob);
-    d->blob = NULL;
     d->cmembers = NULL;
     d->ckeys = NULL;
 }

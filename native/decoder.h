@@ -49,10 +49,8 @@ typedef struct {
     size_t min_part;
     struct tb_par *par; /* the parts being decoded by other threads, or NULL */
     int next_cut;       /* the first cut this decoder has not passed yet */
-    bool is_part;       /* a helper: args go to blob, not buf; stops at the next cut */
+    bool is_part;       /* a helper: args stay in place (args_off into buf); stops at the next cut */
     int landed;         /* helper: the cut it stopped at, or -1 (it reached the array's end) */
-    uint8_t *blob;      /* helper: its args text, blob[:w] */
-    size_t blob_cap;
     tb_intern strings;
     tb_dense dense;
     tb_sparse sparse[TB_NSPARSE];
