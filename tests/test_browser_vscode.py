@@ -101,10 +101,24 @@ def recorded(logdir) -> None:
         assert SOURCE_ROOTS_KEY in json.loads(f.read_text()), f"{f}: no {SOURCE_ROOTS_KEY}"
 
 
-def _open_stack_row(frame) -> tuple:
+def _cnn_stack(frame, watch: PageWatch, tag: str):
+    """The first call-stack cell holding a cnn.py frame (a ``button`` link in VS Code, a
+    ``span`` elsewhere), once the table has drawn it. A slow CI machine may take a while
+    (the first stack table of a run is computed then); if it never comes, the failure
+    says what the page showed instead, with a screenshot."""
+    details = frame.locator("details.frames-cell", has=frame.locator(f"{tag}.frame-loc", has_text=CNN_LOC)).first
+    try:
+        details.wait_for(state="attached", timeout=90_000)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the page's state
+        shot = watch.shot("vscode-no-stack-row")
+        raise AssertionError(f"no call stack with a cnn.py {tag} after 90 s ({exc}); errors {watch.errors}; "
+                             f"screenshot {shot}; page: {frame.inner_text('body')[:1500]!r}") from None
+    return details
+
+
+def _open_stack_row(frame, watch: PageWatch) -> tuple:
     """Group by call stack: unfold a stack holding a cnn.py frame; (its button, line)."""
-    button = frame.locator("button.frame-loc", has_text=CNN_LOC)
-    details = frame.locator("details.frames-cell", has=button).first
+    details = _cnn_stack(frame, watch, "button")
     details.locator("summary").click()
     target = details.locator("button.frame-loc", has_text=CNN_LOC).first
     return target, int(CNN_LOC.match(target.inner_text().strip())[1])
@@ -132,7 +146,7 @@ def test_serve_in_vscode_posts_the_absolute_path(serve_url, watch, recorded):
     path = _cnn_path(serve_url)
     _host_parent(watch, WEBVIEW, f"{serve_url}/{hash_state(view='Operator', run=RUN, group='OperationAndStack')}")
     frame = _app_frame(watch.page, serve_url)
-    button, line = _open_stack_row(frame)
+    button, line = _open_stack_row(frame, watch)
     assert button.get_attribute("title") == f"Open {path}:{line} in VS Code"
     button.click()
     assert _received(watch.page, 1) == [{"origin": serve_url, "data": {"filename": path, "line": line - 1}}]
@@ -253,8 +267,7 @@ def test_outside_vscode_no_message_text_and_copy(serve_url, watch, recorded):
     watch.open(f"{serve_url}/{hash_state(view='Operator', run=RUN, group='OperationAndStack')}")
     watch.settle()
     page = watch.page
-    loc = page.locator("span.frame-loc", has_text=CNN_LOC)
-    details = page.locator("details.frames-cell", has=loc).first
+    details = _cnn_stack(page, watch, "span")
     details.locator("summary").click()
     span = details.locator("span.frame-loc", has_text=CNN_LOC).first
     line = int(CNN_LOC.match(span.inner_text().strip())[1])
@@ -273,8 +286,7 @@ def test_other_https_parent_gets_no_message(serve_url, watch, recorded):
     """Framed by a page that is not a VS Code webview: frames are text, nothing is posted."""
     _host_parent(watch, NOT_VSCODE, f"{serve_url}/{hash_state(view='Operator', run=RUN, group='OperationAndStack')}")
     frame = _app_frame(watch.page, serve_url)
-    loc = frame.locator("span.frame-loc", has_text=CNN_LOC)
-    details = frame.locator("details.frames-cell", has=loc).first
+    details = _cnn_stack(frame, watch, "span")
     details.locator("summary").click()
     details.locator("span.frame-loc", has_text=CNN_LOC).first.click()
     assert frame.locator("button.frame-loc").count() == 0
