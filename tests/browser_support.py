@@ -73,12 +73,20 @@ def get_json(url: str):
         return r.status, json.loads(r.read() or b"null")
 
 
+def server_log(proc: subprocess.Popen) -> str:
+    """The last lines the server wrote to stderr (its request log, warnings, tracebacks)."""
+    try:
+        return Path(proc.log_path).read_text(errors="replace")[-3000:]  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return ""
+
+
 def wait_loaded(base: str, proc: subprocess.Popen, limit_s: float = 120) -> None:
     """Until every file of the logdir is loaded (or failed), bounded in time."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{server_log(proc)}")
         try:
             status, doc = get_json(f"{base}/{API}/status")
             if status == 200 and not doc.get("loading") and doc.get("runs"):
@@ -86,12 +94,18 @@ def wait_loaded(base: str, proc: subprocess.Popen, limit_s: float = 120) -> None
         except OSError:
             pass
         time.sleep(0.3)
-    raise TimeoutError(f"{base} did not finish loading in {limit_s} s")
+    raise TimeoutError(f"{base} did not finish loading in {limit_s} s:\n{server_log(proc)}")
 
 
 def start_server(cmd: list[str], base: str, cache_dir: Path) -> subprocess.Popen:
+    """The server's stderr goes to a file, never to an unread pipe: the server logs every
+    request there, and once a pipe's 64 KiB filled up it would block mid-request (the
+    browser tests late in a session then timed out waiting for it)."""
     env = dict(os.environ, TB_PROFILER_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    log_path = cache_dir.parent / f"{cache_dir.name}-server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    proc.log_path = log_path  # type: ignore[attr-defined]
     try:
         wait_loaded(base, proc)
     except Exception:

@@ -350,3 +350,18 @@ def test_gzip_when_accepted(server):
                                        headers={"Accept-Encoding": "gzip"})
     assert status == 200 and headers.get("Content-Encoding") == "gzip"
     assert json.loads(gzip.decompress(body))["rows"]
+
+
+def test_log_names_failed_requests_only(server):
+    """The UI polls: a log line per request would bury the ones that matter (and fill
+    any pipe nobody reads). Failed requests are still logged, with their path."""
+    marker = "no-such-route-for-the-log"
+    for _ in range(3):
+        assert server.raw(PREFIX + "runs")[0] == 200
+    assert server.raw(PREFIX + marker)[0] == 404
+    if server.kind == "serve":  # TensorBoard's own server logs no requests either way
+        end = time.monotonic() + 10  # the line is written just after the response
+        while marker not in server.log.read_text(errors="replace") and time.monotonic() < end:
+            time.sleep(0.1)
+        assert marker in server.log.read_text(errors="replace")
+    assert "GET " + PREFIX + "runs" not in server.log.read_text(errors="replace")

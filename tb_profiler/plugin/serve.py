@@ -29,10 +29,18 @@ def make_app(logdir: str, *, memory_mb: int | None = None, reload_s: float | Non
 
 
 def serve(logdir: str, host: str = "127.0.0.1", port: int = 6006, **kw: Any) -> None:
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class QuietHandler(WSGIRequestHandler):
+        """Logs failed requests only: the UI polls, so a line per request would bury the
+        messages that matter (as TensorBoard, which logs none)."""
+
+        def log_request(self, code: Any = "-", size: Any = "-") -> None:
+            if str(getattr(code, "value", code)).isdigit() and int(getattr(code, "value", code)) >= 400:
+                super().log_request(code, size)
 
     app = make_app(logdir, **kw)
-    server = make_server(host, port, app, threaded=True)
+    server = make_server(host, port, app, threaded=True, request_handler=QuietHandler)
     shown = f"[{host}]" if ":" in host else host
     print(f"tb-profiler: serving {logdir} at http://{shown}:{server.server_port}/ (Ctrl+C to stop)",
           file=sys.stderr, flush=True)
