@@ -321,7 +321,16 @@ def _assert_drawn_curve_is_the_api_curve(page, curve: dict, device: str) -> None
     expect(chart).to_be_visible()
     page.mouse.move(0, 0)   # no axis pointer over the plot
     left, right, top, bottom = PLOT
-    tops = page.evaluate(TOP_OF_LINE_JS % f"Memory over time, {device}", [left, right, top, bottom])
+    # read once the canvas is settled: two reads 250 ms apart agree (a re-render after the
+    # device switch, a resize, may still be under way)
+    read = lambda: page.evaluate(TOP_OF_LINE_JS % f"Memory over time, {device}", [left, right, top, bottom])  # noqa: E731
+    tops = read()
+    for _ in range(20):
+        page.wait_for_timeout(250)
+        again = read()
+        if again == tops:
+            break
+        tops = again
     box = chart.bounding_box()
     width = box["width"] - left - right
     points = curve["curves"][device]

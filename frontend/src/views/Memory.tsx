@@ -74,6 +74,9 @@ function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string
     const span = Math.max(1, extent[1] - extent[0]);
     const pct = (v: number) => (100 * (v - extent[0])) / span;
     return {
+      // drawn at once: a measurement read off the curve (hover, a range just selected)
+      // must never catch the line halfway through an entry animation
+      animation: false,
       tooltip: {
         ...TOOLTIP_BASE,
         trigger: "axis",
