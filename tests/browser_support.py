@@ -174,6 +174,18 @@ def watch(playwright_browser):
     w.close()
 
 
+def wait_js(target, expression: str, timeout_s: float = 30) -> None:
+    """Until a JS expression (or "() => ..." function) is truthy in a page or frame, polled
+    with evaluate. Not Playwright's wait_for_function: after its first check it polls with
+    eval, which the app's CSP (script-src 'self') forbids, so it fails unless the first
+    check already passes."""
+    deadline = time.monotonic() + timeout_s
+    while not target.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{expression!r} still false after {timeout_s} s")
+        time.sleep(0.1)
+
+
 def hash_state(**state: str) -> str:
     return "#" + "&".join(f"{k}={quote(v, safe='/')}" for k, v in state.items())
 

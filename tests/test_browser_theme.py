@@ -3,7 +3,7 @@ the system's color scheme, live; inside TensorBoard, TensorBoard's own dark mode
 body's ``dark-mode`` class, which itself follows the system by default), live."""
 from __future__ import annotations
 
-from browser_support import V100_RUN, hash_state, plugin_frame
+from browser_support import V100_RUN, hash_state, plugin_frame, wait_js
 
 
 def _theme(frame) -> str:
@@ -22,7 +22,7 @@ def test_standalone_follows_the_system_color_scheme(serve_url, watch):
     dark_bg = _background(watch.page)
     watch.shot("theme-serve-overview-dark")
     watch.page.emulate_media(color_scheme="light")  # changed while the page is open
-    watch.page.wait_for_function("document.documentElement.dataset.theme === 'light'", timeout=10_000)
+    wait_js(watch.page, "document.documentElement.dataset.theme === 'light'")
     assert _background(watch.page) != dark_bg
     assert watch.errors == [] and watch.outside == [], (watch.errors, watch.outside)
 
@@ -33,9 +33,9 @@ def test_inside_tensorboard_follows_its_dark_mode(tensorboard_url, watch):
     frame = plugin_frame(watch.page)
     tb_dark = watch.page.evaluate("document.body.classList.contains('dark-mode')")
     assert tb_dark, "TensorBoard did not turn dark with the system"
-    frame.wait_for_function("document.documentElement.dataset.theme === 'dark'", timeout=10_000)
+    wait_js(frame, "document.documentElement.dataset.theme === 'dark'")
     watch.shot("theme-tensorboard-dark")
     # TensorBoard's setting changed (what its toggle does to its page): the plugin follows
     watch.page.evaluate("document.body.classList.remove('dark-mode')")
-    frame.wait_for_function("document.documentElement.dataset.theme === 'light'", timeout=10_000)
+    wait_js(frame, "document.documentElement.dataset.theme === 'light'")
     assert watch.outside == [], watch.outside

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlparse
 
 import pytest
-from browser_support import API, V100_RUN, get_json, hash_state
+from browser_support import API, V100_RUN, get_json, hash_state, wait_js
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -230,7 +230,7 @@ def test_memory_peaks_per_device_match_api(serve_url, watch):
         peak = next(p for p in curve["peaks"] if p["device"] == device)
         if device != curve["default_device"]:
             picker(page, "Device").select_option(device)
-            page.wait_for_function(f"() => location.hash.includes('dev={device}')")
+            wait_js(page, f"() => location.hash.includes('dev={device}')")
         expect(card(page, f"Memory over time — {device}")).to_be_visible()
         _assert_curve_shows_the_peak(page, curve, device)
         _assert_drawn_curve_is_the_api_curve(page, curve, device)
@@ -323,7 +323,7 @@ def _assert_drawn_curve_is_the_api_curve(page, curve: dict, device: str) -> None
     left, right, top, bottom = PLOT
     # read once the canvas is settled: two reads 250 ms apart agree (a re-render after the
     # device switch, a resize, may still be under way)
-    read = lambda: page.evaluate(TOP_OF_LINE_JS % f"Memory over time, {device}", [left, right, top, bottom])  # noqa: E731
+    read = lambda: page.evaluate(TOP_OF_LINE_JS % f"Memory over time, {device}", [left, right, top, bottom])
     tops = read()
     for _ in range(20):
         page.wait_for_timeout(250)
@@ -432,7 +432,7 @@ def test_memory_range_selection_filters_both_tables_like_the_api(serve_url, watc
     assert_same_rows(export_csv(stats_card), stats, MEM_STATS)
 
     page.get_by_role("button", name="Reset range").click()   # (the whole trace's rows come from the cache)
-    page.wait_for_function("() => !/[#&]m[01]=/.test(location.hash)")
+    wait_js(page, "() => !/[#&]m[01]=/.test(location.hash)")
     expect(row_count(events_card)).to_have_text(rows_text(whole_events["total"]))
     expect(row_count(stats_card)).to_have_text(rows_text(len(whole_stats)))
     assert_same_rows(export_csv(stats_card), whole_stats, MEM_STATS)
