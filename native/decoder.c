@@ -726,7 +726,7 @@ typedef struct {
     const uint8_t *start; /* its cut */
     const uint8_t *stop;  /* where its walk ended: a later cut, or just after ']' */
     int depth;            /* the array's depth */
-    bool started, joined, failed;
+    bool joined, failed;  /* joined: no thread to wait for (never started, or done) */
     atomic_bool quit;     /* set by the main thread: its events are not needed */
     pthread_t th;
 } tb_part;
@@ -860,7 +860,6 @@ static bool par_start(tb_decoder *d, const uint8_t *p, int depth)
             par_finish(d); /* no thread to spare: one pass */
             return false;
         }
-        pt->started = true;
         pt->joined = false;
     }
     return true;
