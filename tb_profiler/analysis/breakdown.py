@@ -34,7 +34,7 @@ from tb_profiler.analysis.communication import comm_calls, comm_kernels
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.steps import steps, valid_times
-from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
+from tb_profiler.trace.roles import HOST_WORK, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
 
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
@@ -45,7 +45,6 @@ PCT_COLUMNS = [c + "_pct" for c in CATEGORIES]
 
 _DATALOADER_RE = re.compile(r"enumerate\(DataLoader\w*\)#.*\.__next__\Z|enumerate\(DataPipe\)#")
 _STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
-_HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 
 
 # -- which events are what --------------------------------------------------------------------
@@ -54,21 +53,21 @@ _HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 def category_masks(trace) -> dict[str, np.ndarray]:
     """Boolean mask over events per category (without "other"), valid times only."""
     ev = trace.events
-    kinds = ev["kind"]
+    roles = trace.roles
     ok = valid_times(trace)
     names = ev["name"]
-    host = kind_mask(kinds, _HOST_KINDS) | _legacy_python(trace)
+    host = role_mask(roles, HOST_WORK) | _legacy_python(trace)
     is_dl = host & map_string_ids(names, trace.strings, lambda s: bool(_DATALOADER_RE.match(s)), bool, False)
     comm_host = comm_calls(trace)
-    kernel = kinds == Kind.KERNEL
+    kernel = roles == Role.COMPUTE
     comm_kernel = comm_kernels(trace)
     is_step = map_string_ids(names, trace.strings, lambda s: bool(_STEP_RE.match(s)), bool, False)
     return {
         "kernel": ok & kernel & ~comm_kernel,
-        "memcpy": ok & (kinds == Kind.GPU_MEMCPY),
-        "memset": ok & (kinds == Kind.GPU_MEMSET),
+        "memcpy": ok & (roles == Role.MEMCPY),
+        "memset": ok & (roles == Role.MEMSET),
         "communication": ok & (comm_kernel | comm_host),
-        "runtime": ok & kind_mask(kinds, RUNTIME_KINDS),
+        "runtime": ok & (roles == Role.RUNTIME),
         "dataloader": ok & is_dl,
         "cpu_exec": ok & host & ~is_dl & ~comm_host & ~is_step,
     }

@@ -17,6 +17,7 @@ from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.roles import Role
 from tb_profiler.trace.strings import map_string_ids
 
 COMM_BACKENDS = ("nccl", "gloo", "ucc", "mpi", "xccl", "hccl", "rccl", "cncl", "mccl")
@@ -50,7 +51,7 @@ def comm_kernels(trace) -> np.ndarray:
     """Mask of communication kernels: NCCL/RCCL by name, or sharing a communication call's
     External id."""
     ev = trace.events
-    kernel = (ev["kind"] == Kind.KERNEL) & valid_times(trace)
+    kernel = (trace.roles == Role.COMPUTE) & valid_times(trace)
     by_name = name_flags(trace, lambda n: _KERNEL_RE.search(n) is not None)
     ext = ev["external_id"]
     ids = np.unique(ext[comm_calls(trace) & (ext != MISSING_INT)])

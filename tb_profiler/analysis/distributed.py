@@ -81,6 +81,7 @@ from tb_profiler.analysis.steps import step_notes, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.io.discovery import parse_trace_name
 from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.roles import Role
 from tb_profiler.trace.strings import map_string_ids
 
 __all__ = ["COLLECTIVE_COLUMNS", "DTYPE_BYTES", "RANK_COLUMNS", "STEP_COLUMNS", "collectives", "comm_calls",
@@ -250,7 +251,7 @@ def collectives(trace) -> pd.DataFrame:
 def _busy(trace) -> dict:
     """Computation and communication as disjoint sorted intervals, and where measured."""
     ev = trace.events
-    kernel = (ev["kind"] == Kind.KERNEL) & valid_times(trace)
+    kernel = (trace.roles == Role.COMPUTE) & valid_times(trace)
     if kernel.any():
         comp = merge_intervals(*_ends(ev, np.flatnonzero(kernel & ~comm_kernels(trace))))
         source = "device"

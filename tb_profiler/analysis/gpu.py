@@ -22,8 +22,8 @@ from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.steps import steps, valid_times
 from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible
 from tb_profiler.analysis.tensor_cores import uses_tensor_cores as tc_kernel_names
-from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import DEVICE_KINDS, Kind, kind_mask
+from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
 
 SUMMARY_COLUMNS = ["device", "word", "name", "memory_bytes", "compute_capability", "num_sms", "kernels",
                    "kernel_ns", "busy_ns", "window_ns", "utilization_pct", "sm_efficiency_pct",
@@ -34,7 +34,7 @@ SUMMARY_COLUMNS = ["device", "word", "name", "memory_bytes", "compute_capability
 def uses_tensor_cores(trace) -> np.ndarray:
     """Per event: a kernel whose name marks tensor-core use."""
     ev = trace.events
-    return string_id_mask(ev["name"], trace.strings, tc_kernel_names) & (ev["kind"] == Kind.KERNEL)
+    return string_id_mask(ev["name"], trace.strings, tc_kernel_names) & (trace.roles == Role.COMPUTE)
 
 
 @per_trace
@@ -45,18 +45,15 @@ def window(trace) -> tuple[int, int] | None:
     if not st.empty:
         return int(st["start_ns"].iloc[0]), int(st["end_ns"].iloc[-1])
     ev = trace.events
-    k = (ev["kind"] == Kind.KERNEL) & valid_times(trace)
+    k = (trace.roles == Role.COMPUTE) & valid_times(trace)
     if not k.any():
         return None
     return int(ev["ts"][k].min()), int((ev["ts"][k] + ev["dur"][k]).max())
 
 
 def device_ids(trace) -> np.ndarray:
-    """Device id per event: args "device", else the pid (Kineto's GPU rows use the device
-    id as pid); -1 for host events."""
-    ev = trace.events
-    dev = np.where(ev["device"] != MISSING_INT, ev["device"], ev["pid"])
-    return np.where(kind_mask(ev["kind"], DEVICE_KINDS), dev, -1)
+    """Device id per event (``trace.event_devices``); -1 for host events."""
+    return trace.event_devices
 
 
 def device_summary(trace) -> pd.DataFrame:
@@ -73,9 +70,8 @@ def device_summary(trace) -> pd.DataFrame:
 
 @per_trace
 def _device_summary(trace) -> pd.DataFrame:
-    ev = trace.events
     did = device_ids(trace)
-    work = kind_mask(ev["kind"], DEVICE_KINDS) & valid_times(trace) & (did >= 0)
+    work = role_mask(trace.roles, DEVICE_WORK) & valid_times(trace) & (did >= 0)
     ids = np.unique(did[work])
     if not len(ids):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
@@ -87,7 +83,7 @@ def _device_summary(trace) -> pd.DataFrame:
 
 def _device_row(trace, dev_id: int, did: np.ndarray, win, device) -> dict:
     ev = trace.events
-    k = np.flatnonzero((ev["kind"] == Kind.KERNEL) & valid_times(trace) & (did == dev_id))
+    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (did == dev_id))
     s, d = ev["ts"][k], ev["dur"][k]
     e = s + d
     lo, hi = win if win else (0, 0)
@@ -147,7 +143,7 @@ def tc_eligible_kernel_share(trace) -> float:
     """
     ev = trace.events
     op = launching_op(trace)
-    k = np.flatnonzero((ev["kind"] == Kind.KERNEL) & valid_times(trace) & (op >= 0))
+    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (op >= 0))
     if not len(k):
         return 0.0
     eligible = (ev["kind"] == Kind.CPU_OP) & string_id_mask(ev["name"], trace.strings, tc_eligible)
@@ -176,7 +172,7 @@ def _has_marked_descendant(trace, marked: np.ndarray) -> np.ndarray:
 def kernel_tc_share(trace) -> float | None:
     """Share (0..1) of all kernel time in tensor-core kernels; None without kernels."""
     ev = trace.events
-    k = (ev["kind"] == Kind.KERNEL) & valid_times(trace)
+    k = (trace.roles == Role.COMPUTE) & valid_times(trace)
     total = ev["dur"][k].sum()
     if not total:
         return None

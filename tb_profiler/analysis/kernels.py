@@ -20,7 +20,7 @@ from tb_profiler.analysis.tensor_cores import (
     uses_tensor_cores,
 )
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.roles import Role
 
 GROUP_BY = ("name", "op")
 STAT_COLUMNS = ("calls", "total_ns", "mean_ns", "max_ns", "min_ns", "blocks_per_sm", "occupancy", "tensor_cores")
@@ -89,7 +89,7 @@ def kernels(trace, group_by: str = "name"):
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
     ev = trace.events
-    rows = np.flatnonzero(ev["kind"] == Kind.KERNEL)
+    rows = np.flatnonzero(trace.roles == Role.COMPUTE)
     if not len(rows):
         return _empty(group_by)
     keys = [ev["name"][rows].astype(np.int64)]

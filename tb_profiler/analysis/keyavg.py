@@ -20,14 +20,14 @@ import numpy as np
 
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.operators import (
-    DEVICE_WORK_KINDS,
     TORCH_HIDDEN_NAMES,
     CallTree,
     build_call_tree,
     input_shapes,
 )
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
 SORT_KEYS = ("cpu_time", "cpu_time_total", "self_cpu_time_total", "device_time", "device_time_total",
              "self_device_time_total", "count")
@@ -81,7 +81,7 @@ def key_averages(trace, group_by_input_shape: bool = False):
     ev = trace.events
     tree = torch_call_tree(trace)
     host = np.flatnonzero(tree.node & ~tree.merged)
-    dev = np.flatnonzero(kind_mask(ev["kind"], DEVICE_WORK_KINDS))
+    dev = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK))
     rows = np.concatenate([host, dev])
     dur = np.where(ev["dur"][rows] == MISSING_INT, 0, ev["dur"][rows]).astype(np.float64)
     is_dev = np.arange(len(rows)) >= len(host)

@@ -13,15 +13,16 @@ from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, parents
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import DEVICE_KINDS, RUNTIME_KINDS, Kind, kind_mask
+from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.roles import DEVICE_SIDE, Role, role_mask
 
 NO_ROW = -1
 
 
 @per_trace
 def device_mask(trace) -> np.ndarray:
-    """Events that run on an accelerator (kernels, memcpy, memset, GPU annotations)."""
-    return kind_mask(trace.events["kind"], DEVICE_KINDS)
+    """Events on a device's timeline (compute, copies, fills, GPU annotations, syncs)."""
+    return role_mask(trace.roles, DEVICE_SIDE)
 
 
 @per_trace
@@ -47,7 +48,7 @@ def launch(trace) -> np.ndarray:
     corr = ev["correlation"]
     out = np.full(len(ev), NO_ROW, dtype=np.int64)
     has = corr != MISSING_INT
-    calls = np.flatnonzero(kind_mask(ev["kind"], RUNTIME_KINDS) & has)
+    calls = np.flatnonzero((trace.roles == Role.RUNTIME) & has)
     dev = np.flatnonzero(device_mask(trace) & has)
     out[dev] = match(corr[calls], calls, corr[dev])
     return out

@@ -40,14 +40,13 @@ from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, subtree_sum
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 from tb_profiler.trace.strings import map_string_ids
 
 NN_PREFIX = "nn.Module: "
 PL_PREFIX = "[pl][module]"
 _SUFFIX = re.compile(r"_\d+$")
-# Device work a module's device time counts (annotations would count twice).
-_DEVICE_WORK = (Kind.KERNEL, Kind.GPU_MEMCPY, Kind.GPU_MEMSET)
 
 MODULE_COLUMNS = ["node_id", "parent_id", "name", "module_type", "module_id", "path", "depth", "calls",
                   "operators", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
@@ -178,7 +177,7 @@ def _device_self(trace, rows: np.ndarray, is_module: np.ndarray) -> np.ndarray:
     kernel/memcpy/memset goes to the module call around the runtime call (or, lacking one,
     the operator) that launched it."""
     ev = trace.events
-    dev = np.flatnonzero(kind_mask(ev["kind"], _DEVICE_WORK))
+    dev = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK))
     out = np.zeros(len(rows), dtype=np.int64)
     if not len(dev):
         return out

@@ -38,12 +38,11 @@ from tb_profiler.analysis.tensor_cores import (
     uses_tensor_cores,
 )
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
+from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.roles import DEVICE_WORK, HOST_WORK, Role, role_mask
 
 # Host events that make up the call tree (python_function frames are looked through).
-CALL_KINDS = frozenset({Kind.CPU_OP, Kind.USER_ANNOTATION}) | RUNTIME_KINDS
-# Device events whose time is attributed to the op that launched them.
-DEVICE_WORK_KINDS = frozenset({Kind.KERNEL, Kind.GPU_MEMCPY, Kind.GPU_MEMSET, Kind.MTIA_CCP_EVENTS})
+CALL_ROLES = (*HOST_WORK, Role.RUNTIME)
 # cpu_op names that are steps, data loading or optimizer scopes, not operators.
 NOT_OPERATOR_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#", "Optimizer.")
 NOT_OPERATOR_NAMES = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
@@ -98,7 +97,7 @@ def _fold_duplicates(trace, node: np.ndarray, parent0: np.ndarray, runtime_is_ch
     ev = trace.events
     n = len(ev)
     is_op = kind_mask(ev["kind"], fold_kinds)
-    counted = node & (runtime_is_child | ~kind_mask(ev["kind"], RUNTIME_KINDS))
+    counted = node & (runtime_is_child | (trace.roles != Role.RUNTIME))
     rows = np.flatnonzero(counted & (parent0 >= 0))
     n_children = np.bincount(parent0[rows], minlength=n)
     p = np.maximum(parent0, 0)
@@ -129,11 +128,11 @@ def _device_attribution(trace, owner: np.ndarray):
     """(device ns, tensor-core ns) launched directly by each row (after folding)."""
     ev = trace.events
     n = len(ev)
-    dev = np.flatnonzero(kind_mask(ev["kind"], DEVICE_WORK_KINDS))
+    dev = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK))
     op = launching_op(trace)[dev]
     dev, op = dev[op >= 0], owner[op[op >= 0]]
     dur = _durations(trace)[dev]
-    tc = (ev["kind"][dev] == Kind.KERNEL) & string_id_mask(ev["name"][dev], trace.strings, uses_tensor_cores)
+    tc = (trace.roles[dev] == Role.COMPUTE) & string_id_mask(ev["name"][dev], trace.strings, uses_tensor_cores)
     device = np.bincount(op, weights=dur, minlength=n).astype(np.int64)
     tcore = np.bincount(op[tc], weights=dur[tc], minlength=n).astype(np.int64)
     return device, tcore
@@ -147,7 +146,7 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
     rules, ``keyavg`` torch's."""
     ev = trace.events
     n = len(ev)
-    node = kind_mask(ev["kind"], CALL_KINDS)
+    node = role_mask(trace.roles, CALL_ROLES)
     if hidden_names:
         node &= ~_name_mask(trace, ev["name"], hidden_names.__contains__)
     rows = np.flatnonzero(node)

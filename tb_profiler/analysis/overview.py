@@ -17,7 +17,6 @@ from tb_profiler.analysis import breakdown as bd
 from tb_profiler.analysis.gpu import device_summary, window
 from tb_profiler.analysis.recommendations import recommendations
 from tb_profiler.analysis.steps import step_info
-from tb_profiler.trace.categories import DEVICE_KINDS, kind_mask
 from tb_profiler.trace.strings import match_ids
 
 
@@ -69,8 +68,8 @@ def _notes(trace, info, devices: pd.DataFrame) -> list[str]:
     ev = trace.events
     if not len(ev):
         notes.append("the trace has no complete events")
-    if not kind_mask(ev["kind"], DEVICE_KINDS).any():
-        notes.append("no device events (kernels, memcpy, memset): a CPU-only trace, no device summary")
+    if not trace.has_device_work:
+        notes.append("no device events (kernels, copies or fills, on any backend): a CPU-only trace, no device summary")
     elif devices.empty:
         notes.append("device events carry no usable time or device id: no device summary")
     elif devices["sm_efficiency_pct"].isna().all():

@@ -27,9 +27,10 @@ from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.links import launch
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.memory import memory_peaks
-from tb_profiler.analysis.steps import DEVICE_WORK, step_of, steps, valid_times
+from tb_profiler.analysis.steps import step_of, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import RUNTIME_KINDS, Kind, kind_mask
+from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
 
 DATALOADER_SHARE = 0.05
@@ -235,7 +236,7 @@ def launch_bound_rule(trace):
     the launch time they do not hide (launch - kernel, summed) is a real share of the step."""
     ev = trace.events
     rt = launch(trace)
-    k = np.flatnonzero((ev["kind"] == Kind.KERNEL) & valid_times(trace) & (rt >= 0) & _in_steps(trace))
+    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (rt >= 0) & _in_steps(trace))
     n_steps = len(steps(trace))
     total = _total_step_ns(trace)
     if not len(k) or not n_steps or not total:
@@ -270,7 +271,7 @@ def sync_rule(trace):
     n_steps = len(steps(trace))
     if not n_steps or not trace.device_kinds:  # CPU only: .item() waits for nothing
         return None
-    calls = in_steps & kind_mask(ev["kind"], RUNTIME_KINDS) & _names(trace, lambda s: bool(_SYNC_CALL_RE.match(s)))
+    calls = in_steps & (trace.roles == Role.RUNTIME) & _names(trace, lambda s: bool(_SYNC_CALL_RE.match(s)))
     events = in_steps & (ev["kind"] == Kind.CUDA_SYNC) & _names(trace, lambda s: s in _SYNC_EVENT_NAMES)
     seen = ev["correlation"][calls]
     events &= ~np.isin(ev["correlation"], seen[seen != MISSING_INT])  # one sync, two records
@@ -318,7 +319,7 @@ def pageable_rule(trace):
     """Copies from or to pageable host memory: the driver stages them through a pinned
     buffer and the host waits for them."""
     ev = trace.events
-    m = (ev["kind"] == Kind.GPU_MEMCPY) & valid_times(trace) & _in_steps(trace) \
+    m = (trace.roles == Role.MEMCPY) & valid_times(trace) & _in_steps(trace) \
         & _names(trace, lambda s: "pageable" in s.lower())
     n = int(m.sum())
     n_steps = len(steps(trace))
@@ -390,7 +391,7 @@ def idle_gaps(trace):
     all devices counted together; None without device work or steps."""
     ev = trace.events
     st = steps(trace)
-    work = kind_mask(ev["kind"], DEVICE_WORK) & valid_times(trace)
+    work = role_mask(trace.roles, DEVICE_WORK) & valid_times(trace)
     if st.empty or not work.any():
         return None
     ms, me = merge_intervals(ev["ts"][work], ev["ts"][work] + ev["dur"][work])

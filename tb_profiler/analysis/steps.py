@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.links import NO_ROW, launch, launching_op
+from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import DEVICE_KINDS, Kind, kind_mask
+from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
-# Device work that makes a step longer: what the GPU executes (annotations only label it).
-DEVICE_WORK = (Kind.KERNEL, Kind.GPU_MEMCPY, Kind.GPU_MEMSET)
 # Host events that bound a trace without ProfilerStep#N.
 _HOST_OPS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
 # A trailing step keeps its place only if it launched at least this share of the
@@ -132,7 +131,7 @@ def _step_of_all(trace) -> np.ndarray:
     ev = trace.events
     ok = valid_times(trace)
     out = _containing(hs, he, ev["ts"], ev["ts"], closed=False)
-    dev = np.flatnonzero(kind_mask(ev["kind"], DEVICE_KINDS))
+    dev = np.flatnonzero(device_mask(trace))
     anchor = _launch_anchor(trace)[dev]
     a_start, a_end = _span(trace, np.maximum(anchor, 0))
     out[dev] = np.where(anchor >= 0, _containing(hs, he, a_start, a_end), -1)
@@ -216,7 +215,7 @@ def _device_event_host_step(trace, hs, he):
     ev = trace.events
     n = len(ev)
     out = np.full(n, -1, dtype=np.int64)
-    dev = np.flatnonzero(kind_mask(ev["kind"], DEVICE_WORK) & valid_times(trace))
+    dev = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK) & valid_times(trace))
     anchor = _launch_anchor(trace)[dev]
     has = anchor >= 0
     a_start, a_end = _span(trace, anchor[has])
@@ -247,7 +246,7 @@ def _stretch(trace, hs, he, dev_step):
     if count[0]:
         # Device work launched outside every step that finished before step 0's own
         # device work began belongs to what came before: step 0 starts after it.
-        other = kind_mask(ev["kind"], DEVICE_WORK) & valid_times(trace) & (dev_step < 0)
+        other = role_mask(trace.roles, DEVICE_WORK) & valid_times(trace) & (dev_step < 0)
         ends = ev["ts"][other] + ev["dur"][other]
         before = ends[ends < dmin[0]]
         if len(before):

@@ -36,6 +36,7 @@ from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import KIND_NAMES, Kind
+from tb_profiler.trace.roles import Role
 from tb_profiler.trace.strings import used_ids
 
 # Args holding a ";"-separated stack (as util/frames.ts isStackArg), and the most frames sent.
@@ -401,7 +402,7 @@ def kernel_busy(trace) -> list[tuple[int, np.ndarray, np.ndarray]]:
     count as the device computing."""
     ev = trace.events
     did = device_ids(trace)
-    rows = np.flatnonzero((ev["kind"] == Kind.KERNEL) & valid_times(trace) & (did >= 0))
+    rows = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (did >= 0))
     out = []
     for dev in np.unique(did[rows]).tolist():  # one pass per device (a handful)
         r = rows[did[rows] == dev]

@@ -9,7 +9,6 @@ from typing import Iterable
 
 from tb_profiler.analysis.jsonable import to_jsonable
 from tb_profiler.plugin.timeline import origin, wall_origin
-from tb_profiler.trace.categories import Kind
 
 VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")
 
@@ -40,8 +39,7 @@ def _rebase_tree(nodes: list[dict], fields: tuple[str, ...], t0: int) -> None:
 
 
 def has_device(trace) -> bool:
-    kc = trace.kind_counts
-    return bool(kc[Kind.KERNEL] or kc[Kind.GPU_MEMCPY] or kc[Kind.GPU_MEMSET])
+    return trace.has_device_work
 
 
 # -- run level -----------------------------------------------------------------------------

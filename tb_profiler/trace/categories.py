@@ -77,15 +77,6 @@ _ALIASES: dict[str, Kind] = {
 _BY_NAME: dict[str, Kind] = {name.lower(): Kind(i) for i, name in enumerate(KIND_NAMES) if i}
 _BY_NAME.update(_ALIASES)
 
-# Kinds that run on an accelerator (the device side of a launch).
-DEVICE_KINDS = frozenset({Kind.KERNEL, Kind.GPU_MEMCPY, Kind.GPU_MEMSET, Kind.GPU_USER_ANNOTATION,
-                          Kind.MTIA_CCP_EVENTS})
-# Host-side runtime/driver API kinds (the CPU side of a launch).
-RUNTIME_KINDS = frozenset({Kind.CUDA_RUNTIME, Kind.CUDA_DRIVER, Kind.XPU_RUNTIME, Kind.XPU_DRIVER,
-                           Kind.MTIA_RUNTIME, Kind.PRIVATEUSE1_RUNTIME, Kind.PRIVATEUSE1_DRIVER,
-                           Kind.HPU_OP})
-
-
 def kind_of(category: str | None) -> Kind:
     """The canonical kind of one category string (OTHER when unknown)."""
     if not category:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import DEVICE_KINDS, Kind, kind_mask
+from tb_profiler.trace.categories import Kind, kind_mask
 from tb_profiler.trace.strings import used_ids
 
 # Backend -> the word the UI uses for one device of it.
@@ -58,22 +58,31 @@ def device_properties(toplevel: dict) -> list[dict]:
     return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
 
-def backends(kind_counts: np.ndarray, runtime_names: list[str], props: list[dict]) -> tuple[str, ...]:
-    """Backends present, from per-Kind event counts, cuda_runtime names and device names."""
+def backends(kind_counts: np.ndarray, device_work: bool, runtime_names: list[str], props: list[dict]) -> tuple[str, ...]:
+    """Backends present, from per-Kind event counts, whether the trace has device work
+    (``trace.roles``), cuda_runtime names and device names."""
     def has(kinds) -> bool:
         return any(kind_counts[int(k)] for k in kinds)
 
     found = [b for b, kinds in _BACKEND_KINDS.items() if has(kinds)]
-    device_side = has(DEVICE_KINDS)
-    if has(_CUDA_HOST_KINDS) or (device_side and not found) or (props and not found):
+    if has(_CUDA_HOST_KINDS) or (device_work and not found) or (props and not found):
         names = " ".join(str(p.get("name", "")) for p in props).lower()
         rocm = any(n.startswith("hip") for n in runtime_names) or any(w in names for w in _AMD_WORDS)
         found.insert(0, "ROCm" if rocm else "CUDA")
     return tuple(found)
 
 
-def device_list(props: list[dict], events, backend: str | None) -> list[Device]:
-    """Devices from deviceProperties plus ids seen on device-side events, by id."""
+def event_devices(events, device_side: np.ndarray) -> np.ndarray:
+    """Device id per event: args "device", else the pid (Kineto writes device rows with the
+    device id as pid: CUDA streams, MTIA, the CUPTI range profiler); -1 for events not on a
+    device (``device_side``: a mask over events, from ``trace.roles``)."""
+    dev = np.where(events["device"] != MISSING_INT, events["device"], events["pid"])
+    return np.where(device_side & (dev != MISSING_INT), dev, -1)
+
+
+def device_list(props: list[dict], dev_ids: np.ndarray, backend: str | None) -> list[Device]:
+    """Devices from deviceProperties plus the ids device-side events ran on (``dev_ids``:
+    ``event_devices``), by id."""
     by_id: dict[int, Device] = {}
     for p in props:
         try:
@@ -88,9 +97,8 @@ def device_list(props: list[dict], events, backend: str | None) -> list[Device]:
             num_sms=_int(p.get("numSms", p.get("multiProcessorCount"))),
             properties=p,
         )
-    if len(events):
-        dev = events["device"][kind_mask(events["kind"], DEVICE_KINDS)]
-        for did in np.unique(dev[(dev != MISSING_INT) & (dev >= 0)]).tolist():
+    if len(dev_ids):
+        for did in np.unique(dev_ids[dev_ids >= 0]).tolist():
             by_id.setdefault(did, Device(id=did, kind=backend)).seen_in_events = True
     return [by_id[k] for k in sorted(by_id)]
 

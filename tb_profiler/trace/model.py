@@ -14,16 +14,18 @@ import numpy as np
 
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.build import PHASES, TraceState
-from tb_profiler.trace.categories import DEVICE_KINDS, KIND_NAMES, Kind, kind_mask
+from tb_profiler.trace.categories import KIND_NAMES, Kind
 from tb_profiler.trace.devices import (
     DEVICE_WORDS,
     Device,
     backends,
     device_list,
+    event_devices,
     device_properties,
     runtime_names,
 )
 from tb_profiler.trace.metadata import ProcessInfo, parse_toplevel, step_number
+from tb_profiler.trace.roles import DEVICE_SIDE, DEVICE_WORK, Role, role_column, role_mask
 from tb_profiler.trace.strings import map_string_ids, resolve, used_ids
 from tb_profiler.trace.table import SparseStore, Table, json_loads_blob
 
@@ -123,9 +125,28 @@ class Trace:
         return np.bincount(self.events["kind"], minlength=len(KIND_NAMES))
 
     @cached_property
+    def roles(self) -> np.ndarray:
+        """What each event is (a ``trace.roles.Role`` per row): the one answer to "is this
+        device compute, a copy, a runtime call, host work?" that every analysis reads."""
+        out = role_column(self.events["kind"])
+        out.flags.writeable = False
+        return out
+
+    @cached_property
+    def role_counts(self) -> np.ndarray:
+        """Number of events per Role value (index with ``Role.COMPUTE``)."""
+        return np.bincount(self.roles, minlength=len(Role))
+
+    @property
+    def has_device_work(self) -> bool:
+        """Whether any device compute, copy or fill is in the trace, on any backend."""
+        return bool(sum(int(self.role_counts[r]) for r in DEVICE_WORK))
+
+    @cached_property
     def device_kinds(self) -> tuple[str, ...]:
         """Backends the trace shows: ("CUDA",), ("ROCm",), ("XPU",), ... or () for CPU only."""
-        return backends(self.kind_counts, runtime_names(self.events, self.strings), self.device_properties)
+        return backends(self.kind_counts, self.has_device_work, runtime_names(self.events, self.strings),
+                        self.device_properties)
 
     @property
     def device_word(self) -> str | None:
@@ -135,7 +156,14 @@ class Trace:
     @cached_property
     def devices(self) -> list[Device]:
         """deviceProperties entries plus device ids seen on kernels/memcpy/memset, by id."""
-        return device_list(self.device_properties, self.events, self.device_kinds[0] if self.device_kinds else None)
+        return device_list(self.device_properties, self.event_devices, self.device_kinds[0] if self.device_kinds else None)
+
+    @cached_property
+    def event_devices(self) -> np.ndarray:
+        """Device id per event (args "device", else the pid of a device row); -1 on the host."""
+        out = event_devices(self.events, role_mask(self.roles, DEVICE_SIDE))
+        out.flags.writeable = False
+        return out
 
     # -- derived tables -------------------------------------------------------------
     @cached_property
@@ -143,7 +171,7 @@ class Trace:
         """ProfilerStep#N events on the host: number, start, end, dur (ns), event (row in events)."""
         ev = self.events
         num = map_string_ids(ev["name"], self.strings, step_number, np.int64, -1)
-        idx = np.flatnonzero((num >= 0) & ~kind_mask(ev["kind"], DEVICE_KINDS))
+        idx = np.flatnonzero((num >= 0) & ~role_mask(self.roles, DEVICE_SIDE))
         start = ev["ts"][idx]
         return Table("steps", {"number": num[idx], "start": start, "end": start + ev["dur"][idx],
                                "dur": ev["dur"][idx], "event": idx}, self.strings)
