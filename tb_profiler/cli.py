@@ -179,6 +179,8 @@ def trace_info(trace: Any, load_seconds: float) -> dict:
         "step_time_ns": [int(d) for d in steps["dur"]],
         "devices": [_device_info(d) for d in trace.devices],
         "device_kinds": list(trace.device_kinds),
+        "device_word": trace.device_word,
+        "device_work": _device_work(trace),
         "span_ns": {"start": first, "end": last, "duration": last - first},
         "schema_version": trace.schema_version,
         "distributed": trace.distributed_info,
@@ -186,6 +188,15 @@ def trace_info(trace: Any, load_seconds: float) -> dict:
         "load_seconds": round(load_seconds, 6),
         "from_cache": bool(trace.from_cache),
     }
+
+
+def _device_work(trace: Any) -> dict:
+    """Device events by what they are (trace.roles): the same count every view uses."""
+    from tb_profiler.trace.roles import Role
+
+    counts = trace.role_counts
+    return {"compute": int(counts[Role.COMPUTE]), "memcpy": int(counts[Role.MEMCPY]),
+            "memset": int(counts[Role.MEMSET])}
 
 
 def _device_info(device: Any) -> dict:
@@ -205,6 +216,11 @@ def _print_info(doc: dict) -> None:
         print(f"  steps        {len(steps)}: ProfilerStep#{steps[0]}..#{steps[-1]} (mean {mean})")
     else:
         print("  steps        none (no ProfilerStep#N events: profiled without a schedule?)")
+    work = doc["device_work"]
+    if any(work.values()):
+        word = doc["device_word"] or "device"
+        print(f"  {word} work{' ' * max(1, 8 - len(word))}{work['compute']} compute (kernels), {work['memcpy']} copies, "
+              f"{work['memset']} fills ({', '.join(doc['device_kinds'])})")
     if doc["devices"]:
         for d in doc["devices"]:
             extra = [x for x in (_size(d["total_memory"]) if d["total_memory"] else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_profiler.analysis.keys import factorize
-from tb_profiler.analysis.links import launching_op
+from tb_profiler.analysis.links import launched_by_graph, launching_op
 from tb_profiler.analysis.operators import call_tree
 from tb_profiler.analysis.tensor_cores import (
     string_id_mask,
@@ -23,7 +23,8 @@ from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import Role
 
 GROUP_BY = ("name", "op")
-STAT_COLUMNS = ("calls", "total_ns", "mean_ns", "max_ns", "min_ns", "blocks_per_sm", "occupancy", "tensor_cores")
+STAT_COLUMNS = ("calls", "graph_calls", "total_ns", "mean_ns", "max_ns", "min_ns", "blocks_per_sm", "occupancy",
+                "tensor_cores")
 OP_KEY_COLUMNS = ("op", "grid", "block", "registers", "shared_memory", "op_tc_eligible")
 _DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 
@@ -56,7 +57,8 @@ def _stats(trace, rows: np.ndarray, inv: np.ndarray, m: int) -> dict:
     calls = np.bincount(inv, minlength=m).astype(np.int64)
     total = np.bincount(inv, weights=dur, minlength=m).astype(np.int64)
     mx, mn = _reduce(dur, inv, m)
-    return {"calls": calls, "total_ns": total, "mean_ns": total / np.maximum(calls, 1),
+    graph = np.bincount(inv, weights=launched_by_graph(trace)[rows], minlength=m).astype(np.int64)
+    return {"calls": calls, "graph_calls": graph, "total_ns": total, "mean_ns": total / np.maximum(calls, 1),
             "max_ns": mx, "min_ns": mn,
             "blocks_per_sm": _weighted(ev["blocks_per_sm"][rows], dur, inv, m, total),
             "occupancy": _weighted(ev["occupancy"][rows], dur, inv, m, total)}
@@ -82,7 +84,8 @@ def kernels(trace, group_by: str = "name"):
     grid, block, registers, shared memory) (``"op"``); sorted by total time.
 
     Columns: name, [op, grid, block, registers, shared_memory, op_tc_eligible], calls,
-    total_ns, mean_ns, max_ns, min_ns, blocks_per_sm, occupancy, tensor_cores.
+    graph_calls (of the calls, those launched by a graph launch), total_ns, mean_ns, max_ns,
+    min_ns, blocks_per_sm, occupancy, tensor_cores.
     """
     import pandas as pd
 

@@ -4,8 +4,15 @@ Kineto links a kernel (memcpy, memset) to the runtime call that launched it by a
 ``correlation`` id, and that call sits inside the operator that issued it. Every analysis
 that attributes device time to steps, operators or modules goes through these arrays,
 all indexed by row of ``trace.events``.
+
+A graph launch (``cudaGraphLaunch``, ``hipGraphLaunch``) is one call that launches every
+kernel of the graph under its one correlation id: ``launches`` counts it once, with the
+device time of all its kernels together, so launch statistics never count a graph's call
+once per kernel.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,9 +21,14 @@ from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, parents
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.strings import map_string_ids
 from tb_profiler.trace.roles import DEVICE_SIDE, Role, role_mask
 
 NO_ROW = -1
+# Runtime/driver calls that launch a whole captured graph (CUDA, its per-thread-stream
+# spellings, the driver API, HIP).
+GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cudaGraphLaunch_ptsz",
+                                "cuGraphLaunch", "cuGraphLaunch_ptsz", "hipGraphLaunch", "hipGraphLaunch_spt"})
 
 
 @per_trace
@@ -79,3 +91,42 @@ def launching_op(trace) -> np.ndarray:
     ops = np.flatnonzero(is_op & (ev["external_id"] != MISSING_INT))
     out[orphan] = match(ev["external_id"][ops], ops, ev["external_id"][orphan])
     return out
+
+
+@per_trace
+def graph_launch_calls(trace) -> np.ndarray:
+    """Per event: a runtime call that launches a captured graph (cudaGraphLaunch, ...)."""
+    names = map_string_ids(trace.events["name"], trace.strings, lambda s: s in GRAPH_LAUNCH_NAMES, bool, False)
+    return names & (trace.roles == Role.RUNTIME)
+
+
+@per_trace
+def launched_by_graph(trace) -> np.ndarray:
+    """Per event: device work launched by a graph launch (one of many kernels sharing the
+    graph launch's correlation id)."""
+    rt = launch(trace)
+    return (rt >= 0) & graph_launch_calls(trace)[np.maximum(rt, 0)]
+
+
+@dataclass(frozen=True)
+class Launches:
+    """Every runtime call that launched device compute, once per call (a graph launch once,
+    not once per kernel of the graph), in call-row order."""
+
+    call: np.ndarray      # the runtime call's event row
+    work_ns: np.ndarray   # device compute time it launched: its kernels' durations summed
+    kernels: np.ndarray   # how many compute events it launched
+    graph: np.ndarray     # a graph launch
+
+
+@per_trace
+def launches(trace) -> Launches:
+    """The compute launches of a trace (see ``Launches``)."""
+    from tb_profiler.analysis.steps import valid_times  # steps builds on this module
+
+    rt = launch(trace)
+    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (rt >= 0))
+    call, inv = np.unique(rt[k], return_inverse=True)
+    work = np.bincount(inv, weights=trace.events["dur"][k], minlength=len(call)).astype(np.int64)
+    count = np.bincount(inv, minlength=len(call)).astype(np.int64)
+    return Launches(call, work, count, graph_launch_calls(trace)[call])

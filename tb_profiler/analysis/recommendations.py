@@ -24,7 +24,7 @@ from tb_profiler.analysis.gpu import (
     tc_eligible_kernel_share,
 )
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
-from tb_profiler.analysis.links import launch
+from tb_profiler.analysis.links import launches
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.memory import memory_peaks
 from tb_profiler.analysis.steps import step_of, steps, valid_times
@@ -231,36 +231,65 @@ def memory_rule(trace):
 # -- new rules ----------------------------------------------------------------------------------
 
 def launch_bound_rule(trace):
-    """Kernels that run shorter than the runtime call that launched them: the device
-    drains its queue faster than the host fills it. Fires when most kernels are such and
-    the launch time they do not hide (launch - kernel, summed) is a real share of the step."""
+    """Launches whose device work runs shorter than the runtime call that issued it: the
+    device drains its queue faster than the host fills it. Fires when most launches in the
+    steps are such and the launch time they do not hide is a real share of the step.
+
+    A launch counts once: a graph launch issues many kernels under one correlation id, and
+    its device work is all of them together. The time not hidden is the union of each
+    short launch's tail (the part of the call beyond its device work), so it never exceeds
+    the steps it lies in. Advice to use CUDA graphs is not given to steps that already
+    launch most of their kernels through graphs."""
     ev = trace.events
-    rt = launch(trace)
-    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (rt >= 0) & _in_steps(trace))
+    lau = launches(trace)
+    inside = step_of(trace, lau.call) >= 0
+    call, work, kernels, graph = lau.call[inside], lau.work_ns[inside], lau.kernels[inside], lau.graph[inside]
     n_steps = len(steps(trace))
     total = _total_step_ns(trace)
-    if not len(k) or not n_steps or not total:
+    if not len(call) or not n_steps or not total:
         return None
-    kd = ev["dur"][k]
-    ld = ev["dur"][rt[k]]
-    ld = np.where(ld == MISSING_INT, 0, ld)
-    short = kd < ld
+    call_ns = np.where(ev["dur"][call] == MISSING_INT, 0, ev["dur"][call])
+    short = work < call_ns
     n_short = int(short.sum())
-    share = n_short / len(k)
-    unhidden = int((ld - kd)[short].sum())
+    share = n_short / len(call)
+    tail_end = ev["ts"][call[short]] + call_ns[short]
+    unhidden = _covered_in_steps(trace, tail_end - (call_ns - work)[short], tail_end)
     if share < SHORT_KERNEL_SHARE or unhidden < LAUNCH_SHARE * total:
         return None
-    med_k, med_l = float(np.median(kd)), float(np.median(ld))
+    graph_share = float(kernels[graph].sum() / kernels.sum())
+    med_k, med_l = float(np.median(work)), float(np.median(call_ns))
+    word = trace.device_word or "device"
+    if graph_share >= 0.5:
+        advice = (f"The steps already launch {100 * graph_share:.0f}% of their kernels through graph launches: "
+                  "capture the remaining eager launches in the graph, fuse small operations, or give each "
+                  "kernel more work (larger batches).")
+    else:
+        advice = ("CUDA graphs or torch.compile (mode=\"reduce-overhead\") launch many kernels at once; "
+                  "fusing small operations or larger batches also help.")
+    n_graph = int(graph.sum())
+    what = f" ({n_graph} of them graph launches)" if n_graph else ""
     return _rec("launch_bound", "warning", "Launch-bound: kernels shorter than their launch",
-                f"{100 * share:.1f}% of the kernels in the steps ({n_short} of {len(k)}, {n_short / n_steps:.0f} per "
-                f"step) run shorter than the runtime call that launched them (median kernel {fmt_ns(med_k)}, median "
-                f"launch {fmt_ns(med_l)}); their launches outlast them by {fmt_ns(unhidden / n_steps)} per step "
-                f"({100 * unhidden / total:.1f}% of the step), time the {trace.device_word or 'device'} may wait for "
-                "the CPU. CUDA graphs or torch.compile (mode=\"reduce-overhead\") launch many kernels at once; "
-                "fusing small operations or larger batches also help.",
-                {"short_kernels": n_short, "kernels": len(k), "share_pct": 100 * share,
-                 "per_step": n_short / n_steps, "median_kernel_ns": med_k, "median_launch_ns": med_l,
-                 "unhidden_launch_ns": unhidden, "unhidden_share_pct": 100 * unhidden / total}, _DOCS["graphs"])
+                f"{100 * share:.1f}% of the launches in the steps ({n_short} of {len(call)}{what}, "
+                f"{n_short / n_steps:.0f} per step) launch less device work than the runtime call takes (median "
+                f"device work {fmt_ns(med_k)}, median launch {fmt_ns(med_l)}); their launches outlast it by "
+                f"{fmt_ns(unhidden / n_steps)} per step ({100 * unhidden / total:.1f}% of the step), time the "
+                f"{word} may wait for the CPU. {advice}",
+                {"short_launches": n_short, "launches": len(call), "graph_launches": n_graph,
+                 "kernels": int(kernels.sum()), "graph_kernel_share_pct": 100 * graph_share,
+                 "share_pct": 100 * share, "per_step": n_short / n_steps, "median_work_ns": med_k,
+                 "median_launch_ns": med_l, "unhidden_launch_ns": unhidden,
+                 "unhidden_share_pct": 100 * unhidden / total},
+                None if graph_share >= 0.5 else _DOCS["graphs"])
+
+
+def _covered_in_steps(trace, starts: np.ndarray, ends: np.ndarray) -> int:
+    """ns of the union of [starts, ends) inside the steps: a time counted once however many
+    events (threads, streams) share it, so a share of the steps stays <= 100%."""
+    st = steps(trace)
+    if st.empty or not len(starts):
+        return 0
+    ms, me = merge_intervals(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+    return int(covered_in(ms, me, st["start_ns"].to_numpy(), st["end_ns"].to_numpy()).sum())
 
 
 def sync_rule(trace):
@@ -282,7 +311,7 @@ def sync_rule(trace):
     n_ops = int(outer_ops.sum())
     if not n and not n_ops:
         return None
-    wait = int(ev["dur"][calls].sum())
+    wait = _covered_in_steps(trace, ev["ts"][calls], ev["ts"][calls] + ev["dur"][calls])
     total = _total_step_ns(trace)
     share = wait / total if total else 0.0
     counts = _count_names(trace, syncs | outer_ops)
@@ -325,7 +354,7 @@ def pageable_rule(trace):
     n_steps = len(steps(trace))
     if not n or not n_steps:
         return None
-    dur = int(ev["dur"][m].sum())
+    dur = _covered_in_steps(trace, ev["ts"][m], ev["ts"][m] + ev["dur"][m])  # copies on several streams: once
     b = ev["copy_bytes"][m]
     nbytes = int(b[b > 0].sum())
     total = _total_step_ns(trace)

@@ -4,7 +4,9 @@ Why by name: traces carry no "this kernel ran on tensor cores" flag, but the lib
 that use them (cuBLAS, cuDNN, CUTLASS, flash attention) spell it in their kernel names
 (``volta_h884gemm``, ``ampere_s16816gemm``, ``sm80_xmma_gemm``, ``cutlass_tensorop``,
 ``sm90_..._wgmma``, ``nvjet``), and the operators that can reach those kernels are the
-autocast-to-half ops (convolutions, matmuls, RNN cells, attention).
+autocast-to-half ops (convolutions, matmuls, RNN cells, attention). AMD's matrix cores
+are the same idea: hipBLASLt/Tensile name the MFMA instruction a GEMM runs on
+(``Cijk_..._MI16x16x16x1_...``) and composable_kernel says ``xdl`` (xdlops) or ``mfma``.
 
 The lists start from the old torch-tb-profiler's (itself from NVIDIA PyProf's tc.py and
 autocast_mode.cpp) and add what newer GPUs and PyTorch releases write. Matching runs
@@ -36,6 +38,9 @@ TC_KERNEL_PATTERNS: tuple[str, ...] = (
 # Fragments that mark a CUDA-core (FFMA/SIMT) variant of an otherwise matching family,
 # e.g. ``sm80_xmma_gemm_f32f32_..._ffma_...`` or ``cutlass_80_simt_sgemm``.
 NOT_TC_KERNEL_PATTERNS: tuple[str, ...] = ("ffma", "_simt_", "simt_sgemm", "simt_dgemm")
+# AMD matrix-core kernels: Tensile's macro-tile + MFMA instruction field (case matters:
+# "MI" then the instruction's M x N x K), and composable_kernel's xdlops / mfma kernels.
+AMD_MATRIX_RE = re.compile(r"_MI\d+x\d+x\d+|_xdl_|xdlops|mfma")
 
 # Operators eligible for tensor cores: the old plugin's list (autocast fp16 ops and the
 # backward ops seen to launch TC kernels) plus PyTorch 2.x names.
@@ -75,7 +80,9 @@ _TRAILING_DIGITS = re.compile(r"\d+$")
 
 def _kernel_uses_tc(name: str) -> bool:
     low = name.lower()
-    return any(p in low for p in TC_KERNEL_PATTERNS) and not any(p in low for p in NOT_TC_KERNEL_PATTERNS)
+    if any(p in low for p in NOT_TC_KERNEL_PATTERNS):
+        return False
+    return any(p in low for p in TC_KERNEL_PATTERNS) or AMD_MATRIX_RE.search(name) is not None
 
 
 def _op_eligible(name: str) -> bool:

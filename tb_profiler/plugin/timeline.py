@@ -28,7 +28,7 @@ import pandas as pd
 from tb_profiler.analysis.gpu import device_ids
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.keys import factorize, match
-from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launching_op
+from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launched_by_graph, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.nesting import parents
@@ -240,6 +240,7 @@ def event_detail(trace, i: int) -> dict:
                           "track": int(idx.track[j]), "depth": int(idx.depth[j])})
 
     rt, op = launch(trace), launching_op(trace)
+    events["launched_by_graph"] = bool(launched_by_graph(trace)[i])
     link(int(rt[i]), "launched_by")
     link(int(op[i]), "operator")
     launched = np.flatnonzero(rt == i)

@@ -74,6 +74,7 @@ def overview(trace, n_workers: int) -> dict:
     _rebase(data.get("steps", []), ("start_ns", "end_ns", "host_start_ns", "host_end_ns"), t0)
     word = data.get("device_word") or trace.device_word
     return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), **data,
+            "matrix_unit": trace.matrix_unit,
             "environments": [{"title": "Number of Worker(s)", "value": str(n_workers)},
                              {"title": "Device Type", "value": word if has_device(trace) and word else "CPU"}]}
 
@@ -108,7 +109,7 @@ def operation_table(trace, group_by: str) -> dict:
                   for sid in {r.get("stack_id") for r in rows}}
         for r in rows:
             r["frames"] = frames[r.get("stack_id")]
-    return {"group_by": group_by, "has_device": has_device(trace), "rows": rows}
+    return {"group_by": group_by, "has_device": has_device(trace), "matrix_unit": trace.matrix_unit, "rows": rows}
 
 
 def operation_stack(trace, group_by: str, op_name: str, input_shape: str | None) -> dict:
@@ -135,16 +136,17 @@ def kernel_pie(trace, top: int) -> dict:
 
 def kernel_table(trace, group_by: str) -> dict:
     rows = to_jsonable(trace.kernels(KERNEL_GROUPS[group_by])) if has_device(trace) else []
-    return {"group_by": group_by, "rows": rows}
+    return {"group_by": group_by, "matrix_unit": trace.matrix_unit, "rows": rows}
 
 
 def kernel_tc(trace) -> dict:
     rows = to_jsonable(trace.kernels("name")) if has_device(trace) else []
     total = sum(r.get("total_ns") or 0 for r in rows)
     using = sum(r.get("total_ns") or 0 for r in rows if r.get("tensor_cores"))
-    return {"total_ns": total, "using_tc_pct": (using / total * 100.0) if total else None,
-            "rows": [{"name": "Using Tensor Cores", "value_ns": using},
-                     {"name": "Not Using Tensor Cores", "value_ns": total - using}]}
+    unit = trace.matrix_unit
+    return {"total_ns": total, "using_tc_pct": (using / total * 100.0) if total else None, "unit": unit,
+            "rows": [{"name": f"Using {unit}", "value_ns": using},
+                     {"name": f"Not using {unit}", "value_ns": total - using}]}
 
 
 # -- memory --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from tb_profiler.trace.build import PHASES, TraceState
 from tb_profiler.trace.categories import KIND_NAMES, Kind
 from tb_profiler.trace.devices import (
     DEVICE_WORDS,
+    MATRIX_UNITS,
     Device,
     backends,
     device_list,
@@ -152,6 +153,11 @@ class Trace:
     def device_word(self) -> str | None:
         """What to call one device in the UI (GPU, XPU, NPU, MTIA, HPU); None if CPU only."""
         return DEVICE_WORDS.get(self.device_kinds[0]) if self.device_kinds else None
+
+    @property
+    def matrix_unit(self) -> str:
+        """What to call the matrix-multiply units the tensor-core figures are about."""
+        return MATRIX_UNITS.get(self.device_kinds[0], "Matrix units") if self.device_kinds else "Tensor cores"
 
     @cached_property
     def devices(self) -> list[Device]:

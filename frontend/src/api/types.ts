@@ -97,6 +97,7 @@ export interface OverviewReply {
   origin_ns: string | null;
   wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   device_word: string;
+  matrix_unit?: string; // what the vendor calls its matrix units: "Tensor cores", "Matrix cores" (AMD), ...
   environments: { title: string; value: string }[];
   steps: Step[];
   breakdown: { labels: Record<string, string>; ns: BreakdownRow[]; pct: BreakdownRow[] };
@@ -145,6 +146,7 @@ export interface OperatorRow {
 export interface OperatorTableReply {
   group_by: string;
   has_device: boolean;
+  matrix_unit?: string;
   rows: OperatorRow[];
   notes?: string[];
 }
@@ -181,6 +183,7 @@ export interface KernelRow {
   shared_memory?: number | null;
   op_tc_eligible?: boolean;
   calls: number;
+  graph_calls?: number; // of the calls, those launched by a graph launch
   total_ns: number;
   mean_ns: number;
   max_ns: number;
@@ -192,6 +195,7 @@ export interface KernelRow {
 
 export interface KernelTableReply {
   group_by: string;
+  matrix_unit?: string;
   rows: KernelRow[];
   notes?: string[];
 }
@@ -199,6 +203,7 @@ export interface KernelTableReply {
 export interface TcPieReply {
   total_ns: number;
   using_tc_pct: number | null;
+  unit?: string;
   rows: PieSlice[];
 }
 
@@ -426,6 +431,8 @@ export interface EventDetailReply {
     tid: string;
     track: number;
     depth?: number;
+    /** Device work launched by a graph launch (cudaGraphLaunch/hipGraphLaunch: one call, many kernels). */
+    launched_by_graph?: boolean;
   };
   args: Record<string, unknown> | null;
   links: EventLink[];

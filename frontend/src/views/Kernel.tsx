@@ -23,6 +23,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
   const tc = useApi<TcPieReply>("kernel/tc_pie", sel);
   const table = useApi<KernelTableReply>("kernel/table", { ...sel, group_by: group });
 
+  const unit = (table.data?.matrix_unit ?? "Tensor cores").toLowerCase();
   const cols = useMemo(() => {
     const c: Col<KernelRow>[] = [{ id: "name", header: "Kernel", value: (r) => r.name, width: 260 }];
     if (group === "KernelNameAndOp") {
@@ -35,9 +36,10 @@ export function KernelView({ st, sel, dark }: ViewProps) {
       );
     }
     c.push(
-      { id: "tc", header: "Uses tensor cores", value: (r) => r.tensor_cores, kind: "bool" },
-      ...(group === "KernelNameAndOp" ? [{ id: "optc", header: "Op tensor-core eligible", value: (r: KernelRow) => r.op_tc_eligible ?? null, kind: "bool" as const }] : []),
+      { id: "tc", header: `Uses ${unit}`, value: (r) => r.tensor_cores, kind: "bool" },
+      ...(group === "KernelNameAndOp" ? [{ id: "optc", header: `Op eligible for ${unit}`, value: (r: KernelRow) => r.op_tc_eligible ?? null, kind: "bool" as const }] : []),
       { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
+      { id: "graph", header: "From graphs", value: (r) => r.graph_calls ?? null, kind: "count", title: "Calls launched by a graph launch (cudaGraphLaunch / hipGraphLaunch)" },
       { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us" },
       { id: "mean", header: "Mean", value: (r) => r.mean_ns, kind: "us" },
       { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us" },
@@ -46,7 +48,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
       { id: "occ", header: "Mean est. achieved occupancy", value: (r) => r.occupancy, kind: "pct" },
     );
     return c;
-  }, [group]);
+  }, [group, unit]);
 
   return (
     <div className="view">
@@ -61,7 +63,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
               <div className="grid-2x2">
                 <Pie title={`Kernels (total ${fmtDuration(p.total_ns)})`} slices={p.rows} dark={dark} />
                 <Loaded state={tc}>
-                  {(t) => <Pie title={`Tensor cores (${fmtPct(t.using_tc_pct)} of kernel time)`} slices={t.rows} dark={dark} empty="No kernel time." />}
+                  {(t) => <Pie title={`${t.unit ?? "Tensor cores"} (${fmtPct(t.using_tc_pct)} of kernel time)`} slices={t.rows} dark={dark} empty="No kernel time." />}
                 </Loaded>
               </div>
             ) : (

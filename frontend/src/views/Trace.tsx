@@ -94,6 +94,7 @@ function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: numbe
           ["Duration", fmtDuration(e.dur_ns)],
           ["Process", e.pid],
           ["Thread / stream", e.tid],
+          ...(e.launched_by_graph ? [["Launched by", "a graph launch (one call, many kernels)"] as [string, string]] : []),
         ]}
       />
       {d.links.length > 0 && (
