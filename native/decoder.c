@@ -34,7 +34,8 @@ const tb_colspec tb_sparse_specs[TB_NSPARSE] = {
     {"shared_memory", 'q', 8, false}, {"queued", 'q', 8, false}, {"copy_bytes", 'q', 8, false}, {"mem_bytes", 'q', 8, false},
     {"addr", 'q', 8, false}, {"total_allocated", 'q', 8, false}, {"total_reserved", 'q', 8, false},
     {"device_type", 'q', 8, false}, {"device_id", 'q', 8, false}, {"in_msg_nelems", 'q', 8, false},
-    {"out_msg_nelems", 'q', 8, false}, {"group_size", 'q', 8, false}, {"rank", 'q', 8, false}, {"sort_index", 'q', 8, false},
+    {"out_msg_nelems", 'q', 8, false}, {"group_size", 'q', 8, false}, {"rank", 'q', 8, false}, {"seq", 'q', 8, false},
+    {"sort_index", 'q', 8, false},
     /* ARG_FLOAT */
     {"blocks_per_sm", 'd', 8, false}, {"warps_per_sm", 'd', 8, false}, {"occupancy", 'd', 8, false}, {"bandwidth", 'd', 8, false},
     /* ARG_DIM3 */
@@ -90,6 +91,7 @@ static arg_def arg_defs[] = {
     {"Out msg nelems", "out_msg_nelems", ARG_INT, 0, 0},
     {"Group size", "group_size", ARG_INT, 0, 0},
     {"Rank", "rank", ARG_INT, 0, 0},
+    {"Seq", "seq", ARG_INT, 0, 0},
     {"sort_index", "sort_index", ARG_INT, 0, 0},
     {"blocks per SM", "blocks_per_sm", ARG_FLOAT, 0, 0},
     {"warps per SM", "warps_per_sm", ARG_FLOAT, 0, 0},

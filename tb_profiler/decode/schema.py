@@ -100,6 +100,7 @@ ARG_INT: dict[str, str] = {
     "out_msg_nelems": "Out msg nelems",
     "group_size": "Group size",
     "rank": "Rank",
+    "seq": "Seq",                       # a collective's sequence number in its process group
     "sort_index": "sort_index",         # process/thread sort index metadata
 }
 
