@@ -21,14 +21,14 @@ from pathlib import Path
 from urllib.parse import quote, urlparse
 
 import pytest
+from datafiles import V100_RUN as V100_RUN_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "traces"
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 BUNDLE = ROOT / "tb_profiler" / "plugin" / "static" / "index.js"
 API = "data/plugin/pytorch_profiler"
-V100_RUN = "resnet50_num_workers_0"
+V100_RUN = V100_RUN_DIR.name  # "resnet50_num_workers_0", the run's name in the browser tests' logdir
 VIEWS = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed", "Diff")
 
 
@@ -56,7 +56,7 @@ def playwright_browser():
 @pytest.fixture(scope="session")
 def logdir(tmp_path_factory, sample_logdir) -> Path:
     out = tmp_path_factory.mktemp("browser_logdir")
-    shutil.copytree(SHARED / "kineto-resnet50-v100" / V100_RUN, out / V100_RUN)
+    shutil.copytree(V100_RUN_DIR, out / V100_RUN)
     for run in ("cnn_workers0", "ddp_gloo"):
         shutil.copytree(sample_logdir / run, out / run)
     return out

@@ -3,21 +3,16 @@ the two CPU sample runs (DataLoader workers 0 vs 2), and the two V100 spans."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from datafiles import V100_TRACE, V100_TRACE_B
 
 import tb_profiler
 from tb_profiler.analysis.diff import diff
 from tb_profiler.trace import Kind
 
 US = 1000
-SHARED = Path(os.environ.get("TB_PROFILER_SHARED_TRACES", Path(__file__).resolve().parents[2] / "shared" / "traces"))
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/traces")
-V100 = SHARED / "kineto-resnet50-v100" / "resnet50_num_workers_0"
 
 
 def _ev(cat, name, ts, dur, pid=1, tid=1, **args):
@@ -118,9 +113,8 @@ def test_dataloader_workers(sample_logdir):
     assert r["summary"]["num_steps_a"] == r["summary"]["num_steps_b"] == 2
 
 
-@pytest.mark.skipif(not V100.is_dir(), reason="shared V100 traces not present")
 def test_v100_spans():
-    a, b = (tb_profiler.load(p, cache=False) for p in sorted(V100.glob("*.pt.trace.json.gz")))
+    a, b = (tb_profiler.load(p, cache=False) for p in (V100_TRACE, V100_TRACE_B))
     r = diff(a, b)
     s = r["summary"]
     # steps 5-10 (span 1) and 16-21 (span 2): 1,065,553,000 and 929,468,000 ns over 6 steps each

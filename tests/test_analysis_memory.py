@@ -1,27 +1,25 @@
 """Memory analysis (tb_profiler.analysis.memory): curves, alloc/free events, per-op stats.
 
 Hand-made traces with every expected number worked out in the comments, then the real
-torch 2.13 samples and the shared V100 traces (checked against torch-tb-profiler 0.4.3).
+torch 2.13 samples and the real V100 traces in tests/data (checked against torch-tb-profiler 0.4.3).
 """
 from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from datafiles import V100_TRACE as V100_W0
 
 from tb_profiler.analysis import memory as M
 from tb_profiler.trace import load
 
 US = 1000  # the JSON says microseconds; the model says ns
 
-SHARED = Path(os.environ.get("TB_PROFILER_SHARED_TRACES", "/work/shared/traces"))
-V100_W0 = SHARED / "kineto-resnet50-v100/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 
 
 def write_trace(tmp_path, events, name="t.pt.trace.json", **top):
@@ -272,8 +270,6 @@ def test_cnn_sample(sample_traces):
 
 @pytest.fixture(scope="module")
 def v100():
-    if not V100_W0.exists():
-        pytest.skip("shared V100 traces not available")
     return load(V100_W0, cache=False)
 
 

@@ -6,18 +6,17 @@ without module information, and the real torch 2.13 samples.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from datafiles import LEGACY_PROFILER_API
 
 from tb_profiler.analysis import modules as MM
 from tb_profiler.trace import load
 
 US = 1000
-SHARED = Path(os.environ.get("TB_PROFILER_SHARED_TRACES", "/work/shared/traces"))
 
 
 def write_trace(tmp_path, events, name="t.pt.trace.json", **top):
@@ -153,11 +152,8 @@ def test_no_module_information(tmp_path, events, reason):
     assert tree["nodes"] == [] and tree["calls"] == [] and reason in tree["notes"][0]
 
 
-def test_legacy_shared_trace_has_no_modules():
-    path = SHARED / "legacy-formats/2021-01-24_02522842/resnet50_profiler_api_num_workers_0/worker0.pt.trace.json.gz"
-    if not path.exists():
-        pytest.skip("shared traces not available")
-    df = MM.modules(load(path, cache=False))
+def test_legacy_trace_has_no_modules():
+    df = MM.modules(load(LEGACY_PROFILER_API, cache=False))
     assert df.empty and df.attrs["notes"]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from datafiles import V100_W4_TRACE
 
 from tb_profiler.analysis.kernels import kernels
 from tb_profiler.analysis.keyavg import key_averages, sort_key, table
@@ -22,10 +23,6 @@ from tb_profiler.analysis.tensor_cores import tc_eligible, uses_tensor_cores
 from tb_profiler.trace import load
 
 ROOT = Path(__file__).resolve().parent.parent
-V100 = Path("/work/shared/traces/kineto-resnet50-v100")
-for _p in (ROOT.parent / "shared" / "traces" / "kineto-resnet50-v100",):
-    if _p.is_dir():
-        V100 = _p
 
 
 def _op(name, ts, dur, tid=1, **args):
@@ -318,15 +315,9 @@ def test_sample_traces_stacks_point_at_sample_sources(sample_traces):
         assert (sid[call_tree(t).operator] >= 0).mean() > 0.9  # with_stack=True: nearly every op has one
 
 
-V100_W4 = "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
-
-
 @pytest.fixture(scope="module")
 def v100():
-    path = V100 / V100_W4
-    if not path.exists():
-        pytest.skip("shared V100 traces not present")
-    return load(str(path), cache=False)
+    return load(str(V100_W4_TRACE), cache=False)
 
 
 def test_v100_operators_match_the_old_plugin(v100):

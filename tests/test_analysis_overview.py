@@ -1,6 +1,6 @@
 """Overview analyses (steps, breakdown, device summary, recommendations, overview) on
 handmade traces with numbers worked out by hand, on torch 2.x sample traces and on the
-shared V100 traces (numbers cross-checked with torch-tb-profiler 0.4.3, see
+real V100 traces in tests/data (numbers cross-checked with torch-tb-profiler 0.4.3, see
 benchmarks/compare_old_plugin.py).
 
 Handmade traces write ts/dur in microseconds, as Kineto does; the analyses answer in ns.
@@ -8,10 +8,10 @@ Handmade traces write ts/dur in microseconds, as Kineto does; the analyses answe
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from datafiles import V100
 
 from tb_profiler.analysis import breakdown as bd
 from tb_profiler.analysis.gpu import device_summary, tc_eligible_kernel_share
@@ -21,9 +21,6 @@ from tb_profiler.analysis.steps import step_notes, step_of, steps
 from tb_profiler.trace import load
 
 US = 1000  # ns per us
-V100 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto-resnet50-v100"
-if not V100.is_dir():
-    V100 = Path("/work/shared/traces/kineto-resnet50-v100")
 PROPS = [{"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16000000000, "computeMajor": 7,
           "computeMinor": 0, "numSms": 80},
          {"id": 1, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16000000000, "computeMajor": 7,
@@ -315,8 +312,8 @@ def test_launch_bound_sync_and_amp(tmp_path):
            rt(852, 30, 100, name="cudaStreamSynchronize")]
     recs = by_id(make(tmp_path, ev, deviceProperties=PROPS[:1]))
     lb = recs["launch_bound"]["evidence"]
-    assert (lb["short_kernels"], lb["kernels"], lb["unhidden_launch_ns"]) == (20, 20, 160 * US)
-    assert "100.0% of the kernels" in recs["launch_bound"]["text"]
+    assert (lb["short_launches"], lb["launches"], lb["unhidden_launch_ns"]) == (20, 20, 160 * US)
+    assert "100.0% of the launches" in recs["launch_bound"]["text"]
     sync = recs["host_sync"]["evidence"]
     assert (sync["sync_calls"], sync["sync_ops"], sync["sync_ns"]) == (1, 1, 30 * US)
     assert sync["names"] == {"cudaStreamSynchronize": 1, "aten::item": 1}
@@ -408,7 +405,7 @@ def test_empty_trace_has_empty_parts(tmp_path):
     assert o["recommendations"] == []
 
 
-# -- the shared V100 traces (torch-tb-profiler 0.4.3 gives the same numbers) --------------------
+# -- the real V100 traces (torch-tb-profiler 0.4.3 gives the same numbers) ----------------------
 
 V100_EXPECTED = {
     # trace: (steps, step 5 dur us, average ns per category, util %, SM eff %, occupancy %, TC-eligible %)
@@ -426,8 +423,6 @@ V100_EXPECTED = {
 @pytest.mark.parametrize("name", sorted(V100_EXPECTED))
 def test_v100_numbers_match_the_old_plugin(name):
     path = V100 / name
-    if not path.exists():
-        pytest.skip("shared V100 traces not available")
     n, step5, avg, util, sm, occ, elig = V100_EXPECTED[name]
     t = load(path, cache=False)
     st = steps(t)

@@ -3,17 +3,14 @@ never an exception from deep inside numpy or pandas."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from datafiles import real_traces, rel
 
 import tb_profiler
 from tb_profiler.analysis.diff import diff
 from tb_profiler.analysis.distributed import distributed
 from tb_profiler.analysis.jsonable import to_jsonable
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
-SHARED_FILES = sorted(p for p in SHARED.rglob("*.json*"))
 
 DEGENERATE = {
     "no events": {"traceEvents": []},
@@ -43,8 +40,8 @@ def run_everything(trace) -> None:
     assert isinstance(trace.table(row_limit=5), str)
 
 
-@pytest.mark.parametrize("path", SHARED_FILES, ids=lambda p: str(p.relative_to(SHARED)))
-def test_every_analysis_on_every_shared_trace(path):
+@pytest.mark.parametrize("path", real_traces(), ids=rel)
+def test_every_analysis_on_every_real_trace(path):
     run_everything(tb_profiler.load(path, cache=False))
 
 

@@ -1,19 +1,15 @@
 """The public Python API: tb_profiler.load / load_run and the analysis methods on Trace and Run."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from datafiles import V100, V100_RUN, V100_TRACE
 
 import tb_profiler
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
-V100_RUN = SHARED / "kineto-resnet50-v100" / "resnet50_num_workers_0"
-
 
 def test_trace_methods_return_tables_and_dicts():
-    trace = tb_profiler.load(V100_RUN / "worker0.1623143089861.pt.trace.json.gz", cache=False)
+    trace = tb_profiler.load(V100_TRACE, cache=False)
     assert trace.overview()["summary"]["num_steps"] == 6
     for group_by in ("name", "input_shape", "stack"):
         assert isinstance(trace.operators(group_by=group_by), pd.DataFrame)
@@ -41,7 +37,7 @@ def test_load_run_errors_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError, match="no \\*.pt.trace.json"):
         tb_profiler.load_run(tmp_path)
     with pytest.raises(ValueError, match="holds 2 runs"):
-        tb_profiler.load_run(SHARED / "kineto-resnet50-v100")
+        tb_profiler.load_run(V100)
 
 
 def test_run_distributed_over_the_gloo_sample(sample_logdir):

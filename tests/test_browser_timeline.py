@@ -1,4 +1,4 @@
-"""The Trace view in a real browser (fixtures: browser_support.py), on the shared V100 run
+"""The Trace view in a real browser (fixtures: browser_support.py), on the real V100 run (tests/data)
 (CUDA kernels, launch flows, a GPU utilization track) and a torch 2.13 CPU sample
 (forward -> backward flows, no utilization track).
 

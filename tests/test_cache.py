@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from datafiles import V100X4, read_bytes
 
 import tb_profiler.decode as decode_mod
 from tb_profiler import cache as cache_mod
 from tb_profiler.trace import load
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path("/work/shared/traces/tiny-h100/v100x4_gpu_metrics_input.json")
+V100X4_TEXT = read_bytes(V100X4)  # the plain JSON of a small real trace (4xV100)
 
 # Shared by this process and the child processes: a fingerprint of everything a Trace holds.
 DIGEST = textwrap.dedent("""
@@ -62,7 +63,7 @@ CHILD = DIGEST + textwrap.dedent("""
 @pytest.fixture
 def trace_file(tmp_path):
     p = tmp_path / "w.pt.trace.json"
-    p.write_bytes(SHARED.read_bytes())
+    p.write_bytes(V100X4_TEXT)
     return p
 
 
@@ -257,12 +258,12 @@ def test_url_sources_are_cached(tmp_path):
     import fsspec
 
     fs = fsspec.filesystem("memory")
-    fs.pipe("/tbp-cache-test/w.pt.trace.json", SHARED.read_bytes())
+    fs.pipe("/tbp-cache-test/w.pt.trace.json", V100X4_TEXT)
     url = "memory://tbp-cache-test/w.pt.trace.json"
     a = load(url, cache_dir=tmp_path)
     b = load(url, cache_dir=tmp_path)
     assert not a.from_cache and b.from_cache and digest(a) == digest(b)
-    fs.pipe("/tbp-cache-test/w.pt.trace.json", SHARED.read_bytes().replace(b'"Operator"', b'"cpu_op"  '))
+    fs.pipe("/tbp-cache-test/w.pt.trace.json", V100X4_TEXT.replace(b'"Operator"', b'"cpu_op"  '))
     c = load(url, cache_dir=tmp_path)
     assert not c.from_cache and "Operator" not in c.category_counts(raw=True)
 

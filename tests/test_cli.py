@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
-V100 = SHARED / "kineto-resnet50-v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
+from datafiles import V100_TRACE as V100
+from datafiles import V100_TRACE_B as V100_B
 
 
 def run_cli(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
@@ -25,7 +24,7 @@ def cache_dir(tmp_path) -> Path:
     return tmp_path / "cache"
 
 
-def test_info_json_on_shared_v100_trace(cache_dir):
+def test_info_json_on_v100_trace(cache_dir):
     proc = run_cli("info", str(V100), "--json", cache_dir=cache_dir)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -113,9 +112,6 @@ def test_runs_reports_skipped_files(tmp_path, cache_dir):
 def test_usage_error_exits_2(cache_dir):
     proc = run_cli("frobnicate", cache_dir=cache_dir)
     assert proc.returncode == 2
-
-
-V100_B = V100.parent / "worker0.1623143566756.pt.trace.json.gz"
 
 
 def test_summary_json_matches_the_api(cache_dir):

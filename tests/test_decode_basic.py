@@ -3,27 +3,19 @@ hand-made trace with exact expected values, and the error path. The exhaustive
 differential, fuzz and malformed-input suites live in test_decode_differential.py."""
 from __future__ import annotations
 
-import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from datafiles import read_bytes, real_traces, rel
 
 from tb_profiler.decode import DECODER_VERSION, decode, decode_bytes, schema
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.errors import TraceFormatError
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-SHARED = sorted(p for p in TRACES.rglob("*") if p.is_file()) if TRACES.is_dir() else []
 # one of each family keeps this file fast; the differential suite reads them all
-QUICK = [p for p in SHARED if "legacy-formats" not in str(p) or "autograd_api_num_workers_0" in str(p)]
+QUICK = [p for p in real_traces() if "legacy-formats" not in str(p) or "autograd_api_num_workers_0" in str(p)]
 QUICK = [p for p in QUICK if "resnet50_num_workers_4" not in str(p) and "1623143566756" not in str(p)]
-
-
-def read_text(path: Path) -> bytes:
-    raw = path.read_bytes()
-    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
 
 
 def check_shape(d) -> None:
@@ -42,10 +34,13 @@ def check_shape(d) -> None:
     assert np.all(end <= len(d.args_blob))
 
 
-@pytest.mark.skipif(not SHARED, reason="shared traces not available")
-@pytest.mark.parametrize("path", QUICK, ids=lambda p: str(p.relative_to(TRACES)))
-def test_shared_trace_matches_json_loads(path):
-    text = read_text(path)
+def test_quick_set_is_one_of_each_family():
+    assert len(QUICK) == 6
+
+
+@pytest.mark.parametrize("path", QUICK, ids=rel)
+def test_real_trace_matches_json_loads(path):
+    text = read_bytes(path)
     doc = json.loads(text)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     d = decode(bytearray(text), str(path))

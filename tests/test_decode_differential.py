@@ -1,6 +1,6 @@
 """The native decoder against the pure-Python reference (tests/reference_decode.py).
 
-- every real trace under ../shared/traces (and every sample trace, when the session fixture
+- every real trace under tests/data/traces (and every sample trace, when the session fixture
   ``sample_traces`` exists) decodes to exactly the reference's columns;
 - hand-written single-event cases pin the contract's rules (each checked against the
   reference too, so the reference itself is tested);
@@ -13,7 +13,6 @@ file's hash and the reference's and schema's source (the reference takes ~4 s pe
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 import io
 import json
@@ -26,13 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reference_decode as R
+from datafiles import DECODE_CASES as CASES_DIR
+from datafiles import H100_AFTER_FIX, TENSORLIST_OPS, V100X4, read_bytes, real_traces, rel
 from reference_decode import Decoded, ReferenceResult, compare_decoded, reference_decode, reference_decode_full
 from tb_profiler.decode import schema
 from tb_profiler.decode.schema import MISSING_INT
 
-TRACES_DIR = Path(os.environ.get("TB_PROFILER_SHARED_TRACES",
-                                 Path(__file__).resolve().parents[2] / "shared" / "traces"))
-CASES_DIR = Path(__file__).resolve().parent / "decode_cases"
 INT64_MAX = (1 << 63) - 1
 SANITIZED = os.environ.get("TB_PROFILER_DECODE_TESTS_SANITIZED") == "1"  # set by .ci/asan_tests.sh
 
@@ -49,17 +47,6 @@ def _native_api():
 
 DECODE, DECODE_BYTES, _WHY = _native_api()
 needs_native = pytest.mark.skipif(DECODE is None, reason=f"native decoder unavailable: {_WHY}")
-
-
-def read_trace(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if path.name.endswith(".gz") else data
-
-
-def real_traces() -> list[Path]:
-    if not TRACES_DIR.is_dir():
-        return []
-    return sorted(p for p in TRACES_DIR.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
 
 
 def native_both(data: bytes, source: str) -> list[tuple[str, Decoded]]:
@@ -185,9 +172,9 @@ def compare_with(got: Decoded, ref: ReferenceResult, data: bytes, source: str) -
 # ---------------------------------------------------------------- real traces
 
 @needs_native
-@pytest.mark.parametrize("path", real_traces(), ids=lambda p: str(p.relative_to(TRACES_DIR)))
+@pytest.mark.parametrize("path", real_traces(), ids=rel)
 def test_real_trace_matches_reference(path, reference_for):
-    data = read_trace(path)
+    data = read_bytes(path)
     source = str(path)
     # under the sanitizers (.ci/asan_tests.sh) the point is the native decode of the big file:
     # compare with the reference only when it is cached, else check the invariants
@@ -204,8 +191,6 @@ def test_real_trace_matches_reference(path, reference_for):
 
 
 def test_real_traces_present():
-    if not TRACES_DIR.is_dir():
-        pytest.skip(f"{TRACES_DIR} not present")
     paths = real_traces()
     assert len(paths) >= 14, [str(p) for p in paths]
 
@@ -219,7 +204,7 @@ def test_sample_traces_match_reference(request, reference_for):
     assert paths, "sample_traces is empty"
     failures = []
     for path in paths:
-        data = read_trace(Path(path))
+        data = read_bytes(path)
         ref = reference_for(data, str(path))
         got = DECODE(bytearray(data), str(path))
         errs = compare_with(got, ref, data, str(path))
@@ -230,10 +215,7 @@ def test_sample_traces_match_reference(request, reference_for):
 
 @needs_native
 def test_decode_and_decode_bytes_agree_on_a_real_trace():
-    path = TRACES_DIR / "tiny-h100" / "after_fix_trace.json"
-    if not path.exists():
-        pytest.skip("trace not present")
-    data = path.read_bytes()
+    data = read_bytes(H100_AFTER_FIX)
     a = DECODE_BYTES(data, "a.json")
     buf = bytearray(data)
     b = DECODE(buf, "a.json")
@@ -315,10 +297,8 @@ def test_concurrent_decodes_agree():
     from concurrent.futures import ThreadPoolExecutor
 
     docs = [p.read_bytes() for p in sorted(CASES_DIR.glob("*.json"))]
-    for name in ("tiny-h100/after_fix_trace.json", "tiny-h100/v100x4_gpu_metrics_input.json",
-                 "tensorlist_ops.pt.trace.json"):
-        if (TRACES_DIR / name).exists():
-            docs.append((TRACES_DIR / name).read_bytes())
+    for path in (H100_AFTER_FIX, V100X4, TENSORLIST_OPS):
+        docs.append(read_bytes(path))
     refs = [reference_decode_full(d, f"doc{i}") for i, d in enumerate(docs)]
     jobs = [(i % len(docs)) for i in range(8 * len(docs))]
     with ThreadPoolExecutor(max_workers=4) as pool:

@@ -19,7 +19,6 @@ Run by hand:  python tests/test_decode_fuzz.py --seconds 60 [--differential] [--
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -30,9 +29,10 @@ import sys
 import time
 from pathlib import Path
 
+from datafiles import DECODE_CASES, LEGACY_BARE_ARRAY, SMALL_TRACES, V100_TRACE, plain_rel, read_bytes
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-TRACES_DIR = ROOT.parent / "shared" / "traces"
 OUT_DIR = ROOT / "test-output" / "fuzz"
 FUZZ_SECONDS = float(os.environ.get("TB_PROFILER_FUZZ_SECONDS", "20"))
 FUZZ_SEED = int(os.environ.get("TB_PROFILER_FUZZ_SEED", "20240607"))
@@ -41,11 +41,9 @@ SOURCE = "<fuzz>"
 
 # ---------------------------------------------------------------- seeds
 
-def _kineto_slice(path: Path, events: int, skip: int) -> bytes | None:
+def _kineto_slice(path: Path, events: int, skip: int) -> bytes:
     """The header and `events` events (after skipping `skip`) of a real trace, closed again."""
-    if not path.exists():
-        return None
-    text = gzip.decompress(path.read_bytes())
+    text = read_bytes(path)
     start = text.index(b'"traceEvents"')
     start = text.index(b"[", start) + 1
     header = text[:start]
@@ -63,22 +61,14 @@ def _kineto_slice(path: Path, events: int, skip: int) -> bytes | None:
 
 def seeds() -> list[tuple[str, bytes]]:
     out = []
-    for name in ("tiny-h100/after_fix_trace.json", "tiny-h100/before_fix_trace.json",
-                 "tiny-h100/v100x4_gpu_metrics_input.json", "tensorlist_ops.pt.trace.json"):
-        p = TRACES_DIR / name
-        if p.exists():
-            out.append((name, p.read_bytes()))
-    kin = TRACES_DIR / "kineto-resnet50-v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
+    for p in SMALL_TRACES:
+        out.append((plain_rel(p), read_bytes(p)))
     for skip in (0, 30000, 60000):
-        s = _kineto_slice(kin, 60, skip)
-        if s:
-            out.append((f"kineto-slice-{skip}", s))
-    leg = TRACES_DIR / "legacy-formats" / "2021-01-13_eebfef30" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz"
-    if leg.exists():
-        text = gzip.decompress(leg.read_bytes())
-        cut = text.index(b"\n  },", 20000)
-        out.append(("legacy-bare-array-slice", text[:cut + 4] + b"\n]\n"))
-    for p in sorted((HERE / "decode_cases").glob("*.json")):
+        out.append((f"kineto-slice-{skip}", _kineto_slice(V100_TRACE, 60, skip)))
+    text = read_bytes(LEGACY_BARE_ARRAY)
+    cut = text.index(b"\n  },", 20000)
+    out.append(("legacy-bare-array-slice", text[:cut + 4] + b"\n]\n"))
+    for p in sorted(DECODE_CASES.glob("*.json")):
         out.append((p.name, p.read_bytes()))
     out.append(("minimal-object", b'{"traceEvents":[{"ph":"X","name":"a","ts":1.5,"dur":2,"pid":1,"tid":"2",'
                                   b'"args":{"External id":3,"grid":[1,2,3],"Input Dims":[[1],[]]}}]}'))
@@ -329,7 +319,8 @@ def test_seeds_are_valid_traces():
     import reference_decode as R
 
     corpus = seeds()
-    assert len(corpus) >= 5
+    # 4 small real traces, 3 slices of the V100 one, 1 of the bare-array one, the handmade cases, 2 minimal
+    assert len(corpus) == 4 + 3 + 1 + len(list(DECODE_CASES.glob("*.json"))) + 2
     for name, data in corpus:
         json.loads(data)
         R.reference_decode(data, name)

@@ -7,19 +7,17 @@ windows themselves are checked.
 """
 from __future__ import annotations
 
-import gzip
 import os
 import re
-from pathlib import Path
 
 import pytest
 
 import reference_decode as R
+from datafiles import DECODE_CASES as CASES_DIR
+from datafiles import H100_AFTER_FIX, TENSORLIST_OPS, V100_TRACE, plain_rel, read_bytes
 from tb_profiler.decode import schema
 from tb_profiler.errors import TraceFormatError
 
-TRACES_DIR = Path(__file__).resolve().parents[2] / "shared" / "traces"
-CASES_DIR = Path(__file__).resolve().parent / "decode_cases"
 SOURCE = "gs://bucket/run1/worker0.pt.trace.json"
 
 
@@ -286,10 +284,8 @@ def _truncation_windows(data: bytes, stride: int, offset: int = 0):
 
 def _small_traces() -> list[tuple[str, bytes]]:
     out = []
-    for name in ("tiny-h100/after_fix_trace.json", "tensorlist_ops.pt.trace.json"):
-        p = TRACES_DIR / name
-        if p.exists():
-            out.append((name, p.read_bytes()))
+    for p in (H100_AFTER_FIX, TENSORLIST_OPS):
+        out.append((plain_rel(p), read_bytes(p)))
     for p in sorted(CASES_DIR.glob("*.json")):
         out.append((p.name, p.read_bytes()))
     return out
@@ -324,10 +320,7 @@ def test_every_truncation_is_rejected(name, data):
 @needs_native
 def test_truncated_kineto_trace_at_many_offsets():
     """A 35 MB real trace cut at 200 offsets spread over it (native only: the reference is slow)."""
-    path = TRACES_DIR / "kineto-resnet50-v100" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz"
-    if not path.exists():
-        pytest.skip("trace not present")
-    data = gzip.decompress(path.read_bytes())
+    data = read_bytes(V100_TRACE)
     failures = []
     cuts = int(os.environ.get("TB_PROFILER_TRUNCATION_CUTS", "200"))
     step = len(data) // cuts

@@ -11,19 +11,15 @@ Run under AddressSanitizer by .ci/asan_tests.sh.
 """
 from __future__ import annotations
 
-import gzip
 import json
-import os
 import random
-from pathlib import Path
 
 import pytest
+from datafiles import DECODE_CASES as CASES_DIR
+from datafiles import read_bytes, real_traces, rel
 
 native = pytest.importorskip("tb_profiler._native")
 
-TRACES_DIR = Path(os.environ.get("TB_PROFILER_SHARED_TRACES",
-                                 Path(__file__).resolve().parents[2] / "shared" / "traces"))
-CASES_DIR = Path(__file__).resolve().parent / "decode_cases"
 SPLITS = ((2, 1 << 16), (4, 4096), (16, 256))  # (threads, min_part bytes): few to many cuts
 
 
@@ -50,27 +46,16 @@ def _assert_same_for_every_split(data: bytes, splits=SPLITS) -> None:
                 assert got[i] == one[i], f"threads={threads} min_part={min_part}: {part} differs"
 
 
-def _real_traces() -> list[Path]:
-    if not TRACES_DIR.is_dir():
-        return []
-    return sorted(p for p in TRACES_DIR.rglob("*") if p.name.endswith((".json", ".json.gz")) and p.is_file())
-
-
-def _read(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if path.name.endswith(".gz") else data
-
-
-@pytest.mark.parametrize("path", _real_traces(), ids=lambda p: str(p.relative_to(TRACES_DIR)))
+@pytest.mark.parametrize("path", real_traces(), ids=rel)
 def test_real_traces_decode_the_same_split(path):
-    data = _read(path)
+    data = read_bytes(path)
     splits = SPLITS if len(data) < (8 << 20) else ((2, 1 << 20), (8, 1 << 18))  # bounded work
     _assert_same_for_every_split(data, splits)
 
 
 def test_sample_traces_decode_the_same_split(sample_traces):
     for path in sample_traces:
-        _assert_same_for_every_split(_read(path), ((2, 1 << 14), (8, 2048)))
+        _assert_same_for_every_split(read_bytes(path), ((2, 1 << 14), (8, 2048)))
 
 
 @pytest.mark.parametrize("path", sorted(CASES_DIR.glob("*.json")), ids=lambda p: p.name)

@@ -1,5 +1,5 @@
 """The plugin over real HTTP: a real TensorBoard (and `tb-profiler serve`) in a subprocess on
-a free localhost port, over real traces (the torch 2.13 samples and the shared V100 run),
+a free localhost port, over real traces (the torch 2.13 samples and the real V100 run in tests/data),
 hit with urllib as the frontend would.
 
 TensorBoard finds the plugin through the `tensorboard_plugins` entry point. Where the
@@ -24,9 +24,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from datafiles import V100_RUN
 
 ROOT = Path(__file__).resolve().parent.parent
-V100_RUN = ROOT.parent / "shared" / "traces" / "kineto-resnet50-v100" / "resnet50_num_workers_0"
 PREFIX = "/data/plugin/pytorch_profiler/"
 START_TIMEOUT = 60
 LOAD_TIMEOUT = 45

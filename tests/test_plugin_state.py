@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from datafiles import LEGACY, SMALL_TRACES, plain_trace_copies
 from werkzeug.test import Client
 
 import tb_profiler.trace as trace_pkg
@@ -197,23 +198,18 @@ def test_to_jsonable_makes_strict_json():
         '{"a": null, "b": null, "3": 4, "df": [{"x": 1.0}, {"x": null}], "arr": [1, 2]}'
 
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 ROUTES = ["overview", "operation", "operation/table", "operation/table?group_by=OperationAndInputShape",
           "kernel", "kernel/table", "kernel/table?group_by=Kernel", "kernel/tc_pie", "memory", "memory_curve",
           "memory_events", "module", "tree", "trace?width=800", "trace/event?i=0"]
 DIST = ["distributed/overlap", "distributed/gpuinfo", "distributed/commops", "distributed/waittime"]
 
 
-def test_every_route_answers_on_every_shared_trace(tmp_path, make):
-    """Old formats (bare array, PyTorch 1.8, legacy autograd), tiny H100 and 4xV100 traces."""
-    if not (SHARED / "legacy-formats").is_dir():
-        pytest.skip("shared traces not present")
+def test_every_route_answers_on_every_real_trace(tmp_path, make):
+    """Old formats (bare array, PyTorch 1.8, legacy autograd), tiny H100 and 4xV100 traces
+    (the small ones as plain JSON, as they were published)."""
     d = tmp_path / "all"
-    shutil.copytree(SHARED / "legacy-formats", d / "legacy")
-    (d / "tiny").mkdir()
-    for f in sorted((SHARED / "tiny-h100").glob("*.json")):
-        shutil.copy(f, d / "tiny" / f.name.replace(".json", ".pt.trace.json"))
-    shutil.copy(SHARED / "tensorlist_ops.pt.trace.json", d / "tiny" / "tensorlist_ops.pt.trace.json")
+    shutil.copytree(LEGACY, d / "legacy")
+    plain_trace_copies(SMALL_TRACES, d / "tiny")
     app, c = make(d)
     wait_for(lambda: not get(c, "status")["loading"], timeout=60, what="loading to end")
     assert get(c, "skipped")["skipped"] == []

@@ -1,6 +1,6 @@
 """The trace view's backend over HTTP (in-process WSGI): search, flows in a window, device
 utilization counters. A hand-made trace whose kernel intervals, links and names are known
-gives exact expected values; the shared V100 run and a torch 2.13 CPU sample check the
+gives exact expected values; the real V100 run (tests/data) and a torch 2.13 CPU sample check the
 same answers against the trace model computed another way.
 """
 from __future__ import annotations
@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
 import pytest
+from datafiles import H100_AFTER_FIX, H100_BEFORE_FIX, LEGACY, V100X4, plain_trace_copies
+from datafiles import V100_RUN as V100
 from werkzeug.test import Client
 
 import tb_profiler
@@ -23,7 +24,6 @@ from tb_profiler.plugin.timeline import bin_edges
 from tb_profiler.trace.categories import Kind
 
 P = "/data/plugin/pytorch_profiler/"
-V100 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto-resnet50-v100" / "resnet50_num_workers_0"
 BASE_US = 1_000_000  # absolute ts of the hand-made trace's first event, µs
 MARKUP = '<img src=x onerror="alert(1)"> & f(x)'
 
@@ -83,8 +83,7 @@ def client(tmp_path_factory, sample_logdir):
     (logdir / "handmade").mkdir()
     (logdir / "handmade" / "w.1.pt.trace.json").write_text(json.dumps({"traceEvents": handmade_events()}))
     shutil.copytree(sample_logdir / "transformer", logdir / "transformer")
-    if V100.is_dir():
-        shutil.copytree(V100, logdir / "v100")
+    shutil.copytree(V100, logdir / "v100")
     state = ProfilerState(str(logdir), reload_s=0.5, cache_dir=str(tmp_path_factory.mktemp("cache")))
     app = ProfilerApp(state, standalone=True)
     state.start()
@@ -247,7 +246,7 @@ def test_bin_edges_are_exact_integers_for_any_window():
     assert big[0] == -(1 << 62) and big[-1] == 1 << 62 and (np.diff(big) > 0).all()
 
 
-# -- shared real traces ---------------------------------------------------------------------------
+# -- real traces (tests/data) ----------------------------------------------------------------------
 def test_cpu_trace_has_forward_backward_flows_and_no_utilization(client):
     w = get(client, "trace?run=transformer&width=1500")
     assert w["counters"] == []
@@ -260,7 +259,6 @@ def test_cpu_trace_has_forward_backward_flows_and_no_utilization(client):
     assert any(link["relation"] == "backward" and link["i"] == f["to"] for link in fwd["links"])
 
 
-@pytest.mark.skipif(not V100.is_dir(), reason="shared V100 trace not present")
 def test_v100_search_flows_and_utilization_agree_with_the_trace(client):
     entry = max(V100.glob("*.pt.trace.json*"))
     trace = tb_profiler.load(entry)
@@ -289,17 +287,12 @@ def test_v100_search_flows_and_utilization_agree_with_the_trace(client):
     assert kernel["args"]["correlation"] == get(client, f"trace/event?run=v100&i={f['from']}")["args"]["correlation"]
 
 
-def test_every_shared_trace_answers_window_search_and_event(tmp_path):
+def test_every_real_trace_answers_window_search_and_event(tmp_path):
     """Old formats (bare array, PyTorch 1.8, legacy autograd), tiny H100 and 4xV100 traces:
     flows bind or are left out, counters only where kernels ran, never an error."""
-    shared = V100.parents[1]
-    if not (shared / "legacy-formats").is_dir():
-        pytest.skip("shared traces not present")
     d = tmp_path / "all"
-    shutil.copytree(shared / "legacy-formats", d / "legacy")
-    (d / "tiny").mkdir()
-    for f in sorted((shared / "tiny-h100").glob("*.json")):
-        shutil.copy(f, d / "tiny" / f.name.replace(".json", ".pt.trace.json"))
+    shutil.copytree(LEGACY, d / "legacy")
+    plain_trace_copies([H100_AFTER_FIX, H100_BEFORE_FIX, V100X4], d / "tiny")
     state = ProfilerState(str(d), reload_s=0.5, cache_dir=str(tmp_path / "cache"))
     app = ProfilerApp(state, standalone=True)
     state.start()

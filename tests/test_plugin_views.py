@@ -1,13 +1,10 @@
 """Route bodies of the plugin (tb_profiler.plugin.views) on real traces, without HTTP."""
 from __future__ import annotations
 
-from pathlib import Path
+from datafiles import V100_TRACE as V100
 
 import tb_profiler
 from tb_profiler.plugin.views import operation_table
-
-V100 = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto-resnet50-v100" /
-        "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz")
 
 
 def test_operation_table_by_call_stack_gives_frames(sample_traces):

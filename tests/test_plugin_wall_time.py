@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
+
+from datafiles import V100_TRACE as V100
 
 import tb_profiler
 from tb_profiler.plugin.timeline import origin, wall_origin
-
-V100 = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto-resnet50-v100" /
-        "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz")
 
 
 def test_torch2_trace_wall_time_is_when_it_was_written(sample_traces):

@@ -1,4 +1,4 @@
-"""Every real trace in shared/traces loads, with concrete facts checked per file.
+"""Every real trace in tests/data/traces loads, with concrete facts checked per file.
 
 The facts were computed independently (json.loads of each file with Decimal timestamps,
 in a scratch script) and hardcoded here: phase and category counts, ProfilerStep#N
@@ -6,17 +6,11 @@ numbers, device names, process/thread names, and exact ns times of specific even
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
+from datafiles import TRACES, real_traces
 
 from tb_profiler.trace import KIND_NAMES, Kind, load
-
-TRACES = Path(os.environ.get("TB_PROFILER_SHARED_TRACES", Path(__file__).resolve().parents[2] / "shared" / "traces"))
-if not TRACES.is_dir():
-    TRACES = Path("/work/shared/traces")
 
 # Old Kineto spellings -> modern category (independent of tb_profiler's own table).
 MODERN = {"Operator": "cpu_op", "Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset",
@@ -193,7 +187,7 @@ FACTS = {
         span=(1610366728297910000, 1610366729106361000),
         top={'schemaVersion': 1},
     ),
-    'tensorlist_ops.pt.trace.json': dict(
+    'tensorlist_ops.pt.trace.json.gz': dict(
         phases={'M': 8, 'X': 24, 'i': 2},
         cats={'cpu_op': 23, 'Trace': 1},
         steps=[],
@@ -210,7 +204,7 @@ FACTS = {
         top={'schemaVersion': 1, 'trace_id': 'AB251DC8E52B485BBF0E1ED86975E20F', 'displayTimeUnit': 'ms',
              'baseTimeNanoseconds': 1790857026000000000, 'traceName': '/tmp/tl.json'},
     ),
-    'tiny-h100/after_fix_trace.json': dict(
+    'tiny-h100/after_fix_trace.json.gz': dict(
         phases={'M': 60, 'X': 9, 's': 1, 'f': 3, 'i': 2},
         cats={'cpu_op': 4, 'cuda_runtime': 1, 'kernel': 1, 'cuda_sync': 2, 'Trace': 1},
         steps=[],
@@ -228,7 +222,7 @@ FACTS = {
         top={'schemaVersion': 1, 'displayTimeUnit': 'ms', 'baseTimeNanoseconds': 1775078550000000000,
              'traceName': '/tmp/libkineto_out_of_order_bRBgXf.json'},
     ),
-    'tiny-h100/before_fix_trace.json': dict(
+    'tiny-h100/before_fix_trace.json.gz': dict(
         phases={'M': 60, 'X': 9, 's': 1, 'f': 3, 'i': 2},
         cats={'cpu_op': 4, 'cuda_runtime': 1, 'kernel': 1, 'cuda_sync': 2, 'Trace': 1},
         steps=[],
@@ -246,7 +240,7 @@ FACTS = {
         top={'schemaVersion': 1, 'displayTimeUnit': 'ms', 'baseTimeNanoseconds': 1775078550000000000,
              'traceName': '/tmp/libkineto_out_of_order_kwjg69.json'},
     ),
-    'tiny-h100/v100x4_gpu_metrics_input.json': dict(
+    'tiny-h100/v100x4_gpu_metrics_input.json.gz': dict(
         phases={'X': 254, 'f': 32, 's': 32, 'M': 20, 'i': 2},
         cats={'Operator': 179, 'Memcpy': 2, 'Runtime': 42, 'Kernel': 30, 'Trace': 1},
         steps=[2],
@@ -279,9 +273,9 @@ def traces():
     return get
 
 
-def test_every_shared_trace_is_covered():
-    found = sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json*"))
-    assert found == sorted(FACTS)
+def test_every_real_trace_is_covered():
+    found = sorted(str(p.relative_to(TRACES)) for p in real_traces())
+    assert len(found) == 14 and found == sorted(FACTS)
 
 
 @pytest.mark.parametrize("rel", sorted(FACTS))
