@@ -312,8 +312,8 @@ def test_launch_bound_sync_and_amp(tmp_path):
            rt(852, 30, 100, name="cudaStreamSynchronize")]
     recs = by_id(make(tmp_path, ev, deviceProperties=PROPS[:1]))
     lb = recs["launch_bound"]["evidence"]
-    assert (lb["short_kernels"], lb["kernels"], lb["unhidden_launch_ns"]) == (20, 20, 160 * US)
-    assert "100.0% of the kernels" in recs["launch_bound"]["text"]
+    assert (lb["short_launches"], lb["launches"], lb["unhidden_launch_ns"]) == (20, 20, 160 * US)
+    assert "100.0% of the launches" in recs["launch_bound"]["text"]
     sync = recs["host_sync"]["evidence"]
     assert (sync["sync_calls"], sync["sync_ops"], sync["sync_ns"]) == (1, 1, 30 * US)
     assert sync["names"] == {"cudaStreamSynchronize": 1, "aten::item": 1}
