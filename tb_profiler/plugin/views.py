@@ -260,7 +260,7 @@ def dist_gpuinfo(traces: list, workers: list[str]) -> dict:
 
 
 _OVERLAP = ("rank", "worker", "steps", "step", "step_ns", "computation_ns", "communication_ns", "overlap_ns",
-            "other_ns")
+            "other_ns", "overview_communication_ns", "communication_note")
 _WAIT = ("rank", "worker", "steps", "step", "communication_ns", "wait_ns", "transfer_ns")
 
 
