@@ -318,8 +318,15 @@ def _print_summary(doc: dict) -> None:
 
 def _print_distributed(doc: dict) -> None:
     print("distributed")
-    _print_table("per rank", doc.get("ranks", []),
-                 ("rank", "computation_ns", "communication_ns", "overlap_ns", "other_ns", "wait_ns", "transfer_ns"))
+    _print_table("per rank, totals over its steps", doc.get("ranks", []),
+                 ("rank", "steps", "computation_ns", "communication_ns", "overlap_ns", "other_ns", "wait_ns",
+                  "transfer_ns"))
+    for r in doc.get("ranks", []):
+        print(f"  rank {r['rank']:<7} {r.get('communication_note', '')}")
+    _print_table("collectives per rank, totals over its steps (bytes: this rank's input messages; algbw and "
+                 "busbw: nccl-tests' bandwidths in GB/s)", doc.get("collectives", []),
+                 ("name", "rank", "pg_name", "group_size", "calls", "bytes", "out_bytes", "total_ns", "algbw_gbps",
+                  "busbw_gbps", "time_on", "wait_ns"))
     for note in doc.get("notes", []):
         print(f"  note         {note}")
 

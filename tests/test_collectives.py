@@ -286,3 +286,19 @@ def test_real_gloo_sample_bytes_are_the_gradient_bucket(sample_logdir):
     table = distributed(traces)["collectives"]
     assert (table["bytes"] == 2 * (9610 * 4 + 4)).all()  # two steps per span
     assert (table["algbw_gbps"] > 0).all()
+
+
+def test_cli_summary_prints_collectives_and_the_communication_line(nccl_pair, tmp_path, monkeypatch, capsys):
+    from tb_profiler.cli import main
+
+    monkeypatch.setenv("TB_PROFILER_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["summary", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    dist = out[out.index("\ndistributed\n"):]
+    assert "  rank 0       Communication: 59.0 us per step here (59.0 us total over 1 step" in dist
+    rows = [line.split() for line in dist.splitlines() if line.startswith("    allreduce ")]
+    # name, rank, process group, group size, calls, bytes, out bytes, total, algbw, busbw, on, wait
+    assert rows == [["allreduce", "0", "0", "2", "1", "4000", "4000", "30.000", "µs", "0.1333", "0.1333", "device",
+                     "0", "ns"],
+                    ["allreduce", "1", "0", "2", "1", "4000", "4000", "40.000", "µs", "0.1", "0.1", "device",
+                     "10.000", "µs"]]
