@@ -4,13 +4,13 @@ and every analysis of a ~100 MB trace after decoding.
 
     python benchmarks/bench_analysis.py [--old-python /tmp/oldtb/bin/python] [--repeat 3] [--json]
 
-(1) One real kineto trace (the shared ResNet50/V100 one, 1.1 MB gz / 35 MB JSON), same run:
+(1) One real kineto trace (the ResNet50/V100 one in tests/data/, 1.0 MB gz / 35 MB JSON), same run:
     old:  torch-tb-profiler 0.4.3 (in its own venv: `python -m venv /tmp/oldtb &&
           /tmp/oldtb/bin/pip install torch-tb-profiler==0.4.3`): RunProfileData.parse
           (read + json + process + analyze) + RunGenerator.generate_run_profile;
     ours: load(cache=False) + overview + operators (name, input shape) + kernels (name, op).
     Both timed inside a fresh process, imports excluded. Goal: ours >= 20x faster.
-(2) A ~100 MB trace with GPU-like events (make_big_trace.py --synth-gpu): each analysis
+(2) A ~100 MB trace with GPU-like events (benchmarks/make_big_trace.py --synth-gpu): each analysis
     timed after load. Goal: all of them together <= 2 s.
 """
 from __future__ import annotations

@@ -4,8 +4,8 @@ new process, against the goal (reopen >= 10x faster than the first load).
 
     python benchmarks/bench_cache.py [--seed TRACE] [--size 100M] [--repeat 3] [--json]
 
-The trace is blown up from a real one (default: the shared ResNet50/V100 trace) with
-../shared/tools/make_big_trace.py and kept in ./bench-output/ (plain and .gz) for the
+The trace is blown up from a real one (default: the ResNet50/V100 trace in tests/data/) with
+benchmarks/make_big_trace.py and kept in ./bench-output/ (plain and .gz) for the
 next run.  For each file and each repetition, in one run:
   first load:  a new process, an empty cache folder: read (+ gunzip) + decode + build the
                tables + write the cache entry (what a user's first open costs);

@@ -3,8 +3,8 @@
 
     python benchmarks/bench_decode.py [--seed TRACE] [--size 100M] [--repeat 5] [--json]
 
-The trace is blown up from a real one (default: the shared ResNet50/V100 trace) with
-../shared/tools/make_big_trace.py and kept in ./bench-output/ for the next run.
+The trace is blown up from a real one (default: the ResNet50/V100 trace in tests/data/) with
+benchmarks/make_big_trace.py and kept in ./bench-output/ for the next run.
 Measured in one run, on one core:
   (a) tb_profiler.decode.decode from bytes already in memory (a bytearray) -> columns;
   (b) the stdlib route for the same columns: json.loads + a pandas DataFrame;

@@ -3,7 +3,7 @@
 
     python benchmarks/compare_old_plugin.py [TRACE ...] [--tol 1.0] [--json]
 
-For each trace (default: the four ResNet50/V100 traces in ../shared/traces/kineto-
+For each trace (default: the four ResNet50/V100 traces in tests/data/traces/kineto-
 resnet50-v100/, two runs x two spans), the old plugin's parser and generator
 (RunProfileData.parse + RunGenerator.generate_run_profile) run in its own virtualenv
 ($OLD_TB_PYTHON, default /tmp/oldtb/bin/python; it needs 'pandas<2' 'numpy<2' only if
@@ -49,11 +49,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bigtrace import V100_TRACES  # benchmarks/, the script's folder
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "traces" / "kineto-resnet50-v100"
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/traces/kineto-resnet50-v100")
 OLD_PYTHON = os.environ.get("OLD_TB_PYTHON", "/tmp/oldtb/bin/python")
 CATEGORIES = ("Kernel", "Memcpy", "Memset", "Communication", "Runtime", "DataLoader", "CPU Exec", "Other", "Total")
 
@@ -185,12 +184,12 @@ def print_table(rows: list[dict], tol: float, per_step: bool = False) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("traces", nargs="*", help="trace files (default: the four shared V100 traces)")
+    ap.add_argument("traces", nargs="*", help="trace files (default: the four V100 traces in tests/data)")
     ap.add_argument("--tol", type=float, default=1.0, help="flag relative differences above this percent")
     ap.add_argument("--steps", action="store_true", help="print every per-step value")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args(argv)
-    paths = [str(p) for p in (args.traces or sorted(SHARED.glob("*/*.pt.trace.json*")))]
+    paths = [str(p) for p in (args.traces or V100_TRACES)]
     rows = compare(paths, OLD_OVERVIEW, new_overview, args.tol)
     if args.json:
         print(json.dumps(rows, indent=1, default=str))

@@ -1,6 +1,6 @@
 """Compare tb_profiler's operator and kernel tables with the old torch-tb-profiler's.
 
-For each trace (default: the four V100 ResNet50 traces in ../shared/traces), the old
+For each trace (default: the four V100 ResNet50 traces in tests/data/traces), the old
 plugin (torch-tb-profiler 0.4.3, in its own virtual environment) parses the file in a
 subprocess and dumps its raw aggregates as JSON:
 - operators by name, by name + input shape and by name + call stack: calls, host self/total, device
@@ -39,17 +39,17 @@ group every call under "[]" (the legacy-formats traces show it).
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import subprocess
 import sys
 
+from bigtrace import V100_TRACES  # benchmarks/, the script's folder
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-DEFAULT_TRACES = sorted(glob.glob(os.path.join(os.path.dirname(ROOT), "shared", "traces",
-                                               "kineto-resnet50-v100", "*", "*.pt.trace.json*")))
+DEFAULT_TRACES = [str(p) for p in V100_TRACES]
 DEFAULT_PYTHON = "/tmp/oldtb/bin/python"
 TOLERANCE = 0.01
 
@@ -173,7 +173,7 @@ def compare_table(name: str, ours: list[dict], old: list[dict]) -> dict:
 def report(path: str, results: list[dict]) -> bool:
     """Print one trace's comparison; True when everything is within tolerance."""
     ok = True
-    print(f"\n== {os.path.relpath(path, os.path.dirname(ROOT))}")
+    print(f"\n== {os.path.relpath(path, ROOT)}")
     for r in results:
         flag = r["within"] == r["compared"] and not r["only_ours"] and not r["only_old"]
         ok &= flag
