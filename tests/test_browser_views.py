@@ -554,8 +554,19 @@ FIGURES = [("Rank", "rank", "num"), ("Worker", "worker", "text"), ("Step time (n
            ("Overlap (ns)", "overlap_ns", "num"), ("Other (ns)", "other_ns", "num"),
            ("Waiting (ns)", "wait_ns", "num"), ("Transfer (ns)", "transfer_ns", "num")]
 COMMOPS = [("Rank", "rank", "num"), ("Collective", "name", "text"), ("Process group", "pg_name", "text"),
-           ("Calls", "calls", "num"), ("Data (bytes)", "bytes", "num"), ("Total time (ns)", "total_ns", "num"),
-           ("Mean time (ns)", "avg_ns", "num"), ("Waiting (ns)", "wait_ns", "num"), ("Transfer (ns)", "transfer_ns", "num")]
+           ("Group size", "group_size", "num"), ("Calls", "calls", "num"), ("Data (bytes)", "bytes", "num"),
+           ("Data out (bytes)", "out_bytes", "num"), ("Total time (ns)", "total_ns", "num"),
+           ("Mean time (ns)", "avg_ns", "num"), ("algbw (GB/s)", "algbw_gbps", "num"),
+           ("busbw (GB/s)", "busbw_gbps", "num"), ("Timed on", "time_on", "text"),
+           ("Waiting (ns)", "wait_ns", "num"), ("Transfer (ns)", "transfer_ns", "num")]
+
+
+def _fmt_gbps(x: float | None) -> str:
+    """A bandwidth cell: toLocaleString('en-US', {maximumSignificantDigits: 3})."""
+    if x is None:
+        return "–"
+    d = Decimal(repr(float(x)))
+    return f"{d.quantize(Decimal(1).scaleb(d.adjusted() - 2), rounding=ROUND_HALF_UP).normalize():,f}"
 
 
 def _joined(overlap: list[dict], wait: list[dict]) -> list[dict]:
@@ -578,6 +589,12 @@ def test_distributed_figures_and_collectives_per_rank_match_api(serve_url, watch
     expect(row_count(figures)).to_have_text(rows_text(len(overlap["ranks"])))
     per_rank = _joined(overlap["ranks"], wait["ranks"])
     assert_same_rows(export_csv(figures), per_rank, FIGURES + [("Steps", "steps", "num")])
+    # every figure says what it covers, and each rank's Communication is set beside the Overview's
+    steps = {r["steps"] for r in overlap["ranks"]}
+    assert len(steps) == 1  # the sample profiles the same steps on both ranks
+    expect(figures.get_by_text(f"Per rank: each figure is the total over {next(iter(steps))} steps")).to_be_visible()
+    assert figures.locator("ul.comm-lines li").all_inner_texts() == \
+        [f"rank {r['rank']}: {r['communication_note']}" for r in overlap["ranks"]]
     for cells in visible_rows(figures):
         r = next(x for x in per_rank if str(x["rank"]) == cells[0])
         assert cells[1] == r["worker"]
@@ -588,10 +605,13 @@ def test_distributed_figures_and_collectives_per_rank_match_api(serve_url, watch
     # per rank and step
     page.get_by_role("tab", name="Per rank and step").click()
     expect(row_count(figures)).to_have_text(rows_text(len(overlap["steps"])))
+    expect(figures.get_by_text("Per rank and step: each figure is one step")).to_be_visible()
     assert_same_rows(export_csv(figures), _joined(overlap["steps"], wait["steps"]), FIGURES + [("Step", "step", "num")])
 
     # the collectives, one rank at a time, then all
     collectives = card(page, "Collectives")
+    expect(collectives.get_by_text(f"Per rank and collective, total over {next(iter(steps))} steps; bandwidth in GB/s "
+                                   "(nccl-tests' algbw and busbw)")).to_be_visible()
     for rank in sorted({r["rank"] for r in ops["rows"]}):
         mine = [r for r in ops["rows"] if r["rank"] == rank]
         picker(collectives, "Rank").select_option(str(rank))
@@ -599,7 +619,9 @@ def test_distributed_figures_and_collectives_per_rank_match_api(serve_url, watch
         assert_same_rows(export_csv(collectives), mine, COMMOPS)
         for cells in visible_rows(collectives):
             r = next(x for x in mine if x["name"] == cells[1] and x["pg_name"] == cells[2])
-            assert cells[0] == str(rank) and cells[5:] == [fmt_us(r[k]) for k in ("total_ns", "avg_ns", "wait_ns", "transfer_ns")]
+            assert cells[0] == str(rank) and cells[3] == str(r["group_size"])
+            assert cells[7:] == [*(fmt_us(r[k]) for k in ("total_ns", "avg_ns")), _fmt_gbps(r["algbw_gbps"]),
+                                 _fmt_gbps(r["busbw_gbps"]), r["time_on"], fmt_us(r["wait_ns"]), fmt_us(r["transfer_ns"])]
     picker(collectives, "Rank").select_option("all")
     expect(row_count(collectives)).to_have_text(rows_text(len(ops["rows"])))
     assert_same_rows(export_csv(collectives), ops["rows"], COMMOPS)

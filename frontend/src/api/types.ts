@@ -477,8 +477,13 @@ export interface OverlapRow {
   step_ns: number;
   computation_ns: number;
   communication_ns: number;
-  overlap_ns: number;
-  other_ns: number;
+  /** null when computation is timed on the device but communication only on the host */
+  overlap_ns: number | null;
+  other_ns: number | null;
+  /** rank rows: the Overview's Communication, per step (from the step breakdown) */
+  overview_communication_ns?: number | null;
+  /** rank rows: one line with both figures and why they differ */
+  communication_note?: string;
 }
 
 export interface DistOverlapReply {
@@ -508,11 +513,21 @@ export interface CommOpRow {
   rank: number;
   worker: string;
   name: string;
+  /** all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, ...; "" when unknown */
+  family: string;
   pg_name: string;
+  group_size: number | null;
   calls: number;
+  /** this rank's input messages, summed over the calls */
   bytes: number | null;
+  out_bytes: number | null;
   total_ns: number;
   avg_ns: number;
+  /** nccl-tests' algorithm and bus bandwidth, GB/s */
+  algbw_gbps: number | null;
+  busbw_gbps: number | null;
+  /** where the calls were timed: "device" (kernels) or "host" */
+  time_on: string;
   wait_ns: number | null;
   transfer_ns: number | null;
 }

@@ -1,6 +1,7 @@
 // Distributed: per rank, computation / communication / overlap / other (stacked bars),
 // communication split into waiting for the slowest rank vs transferring, the
-// collectives per rank, and the devices of each worker.
+// collectives per rank (bytes, bandwidth), and the devices of each worker. Every figure
+// says whether it is one step or a total over the steps.
 
 import { useMemo, useState } from "react";
 import type { ViewProps } from "../App";
@@ -25,14 +26,25 @@ function InfoBox({ info }: { info: DistInfo }) {
   );
 }
 
-function stackedBars<T extends { rank: number; step?: number }>(rows: T[], series: { key: keyof T; name: string; color: string }[], perStep: boolean) {
+/** "total over 2 steps" when every rank has the same steps, else "total over each rank's steps". */
+export function totalLabel(rows: { steps?: number }[]): string {
+  const counts = [...new Set(rows.map((r) => r.steps ?? 0))];
+  return counts.length === 1 ? `total over ${counts[0]} step${counts[0] === 1 ? "" : "s"}` : "total over each rank's steps";
+}
+
+/** A bandwidth in GB/s with three significant digits ("–" when unknown). */
+export function fmtGBps(v: number | null | undefined): string {
+  return v === null || v === undefined || !Number.isFinite(v) ? "–" : v.toLocaleString("en-US", { maximumSignificantDigits: 3 });
+}
+
+function stackedBars<T extends { rank: number; step?: number }>(rows: T[], series: { key: keyof T; name: string; color: string }[], perStep: boolean, unit: string) {
   const cats = rows.map((r) => (perStep ? `rank ${r.rank} · step ${r.step}` : `rank ${r.rank}`));
   return {
     tooltip: { ...TOOLTIP_BASE, trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip((v) => fmtDuration(v)) },
     legend: { top: 0 },
     grid: { left: 80, right: 20, top: 36, bottom: perStep ? 70 : 40 },
     xAxis: { type: "category", data: cats, axisLabel: { rotate: perStep ? 30 : 0 } },
-    yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    yAxis: { type: "value", name: unit, axisLabel: { formatter: (v: number) => fmtDuration(v) } },
     series: series.map((s) => ({
       name: s.name,
       type: "bar",
@@ -58,20 +70,21 @@ export function joinFigures(overlap: OverlapRow[], wait: WaitRow[]): FigureRow[]
   });
 }
 
-function figureCols(perStep: boolean): Col<FigureRow>[] {
+export function figureCols(perStep: boolean, unit: string): Col<FigureRow>[] {
+  const each = ` (${unit})`;
   return [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
     { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true },
     perStep
       ? { id: "step", header: "Step", value: (r) => r.step ?? null, kind: "count" }
       : { id: "steps", header: "Steps", value: (r) => r.steps ?? null, kind: "count" },
-    { id: "step_ns", header: "Step time", value: (r) => r.step_ns, kind: "us", title: perStep ? "This step's time" : "Sum over the steps" },
-    { id: "computation_ns", header: "Computation", value: (r) => r.computation_ns, kind: "us", title: "Includes the time overlapped with communication" },
-    { id: "communication_ns", header: "Communication", value: (r) => r.communication_ns, kind: "us", title: "Includes the time overlapped with computation" },
-    { id: "overlap_ns", header: "Overlap", value: (r) => r.overlap_ns, kind: "us", title: "Computation and communication at the same time" },
-    { id: "other_ns", header: "Other", value: (r) => r.other_ns, kind: "us", title: "Neither computation nor communication" },
-    { id: "wait_ns", header: "Waiting", value: (r) => r.wait_ns, kind: "us", title: "Communication spent waiting for the slowest rank" },
-    { id: "transfer_ns", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: "Communication spent transferring data" },
+    { id: "step_ns", header: "Step time", value: (r) => r.step_ns, kind: "us", title: "Step time" + each },
+    { id: "computation_ns", header: "Computation", value: (r) => r.computation_ns, kind: "us", title: "Includes the time overlapped with communication" + each },
+    { id: "communication_ns", header: "Communication", value: (r) => r.communication_ns, kind: "us", title: "All communication time, overlapped with computation or not" + each },
+    { id: "overlap_ns", header: "Overlap", value: (r) => r.overlap_ns, kind: "us", title: "Computation and communication at the same time; – when they are timed on different clocks (device and host)" + each },
+    { id: "other_ns", header: "Other", value: (r) => r.other_ns, kind: "us", title: "Neither computation nor communication" + each },
+    { id: "wait_ns", header: "Waiting", value: (r) => r.wait_ns, kind: "us", title: "Communication spent waiting for the slowest rank" + each },
+    { id: "transfer_ns", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: "Communication spent transferring data" + each },
   ];
 }
 
@@ -84,22 +97,24 @@ export function DistributedView({ sel, dark }: ViewProps) {
   const [perStep, setPerStep] = useState<"total" | "step">("total");
   const [rank, setRank] = useState("all");
 
+  const unit = perStep === "step" ? "per step" : totalLabel(overlap.data?.ranks ?? []);
   const overlapOpt = useMemo(() => {
     if (!overlap.data) return null;
     const rows = perStep === "step" ? overlap.data.steps : overlap.data.ranks;
     // computation and communication include their overlap: stack the disjoint parts
+    // (an unknown overlap stacks the two whole)
     const disjoint = rows.map((r) => ({
       ...r,
-      comp_only: Math.max(0, r.computation_ns - r.overlap_ns),
-      comm_only: Math.max(0, r.communication_ns - r.overlap_ns),
+      comp_only: Math.max(0, r.computation_ns - (r.overlap_ns ?? 0)),
+      comm_only: Math.max(0, r.communication_ns - (r.overlap_ns ?? 0)),
     }));
     return stackedBars(disjoint, [
       { key: "comp_only", name: "Computation (not overlapped)", color: "#5470c6" },
       { key: "overlap_ns", name: "Overlapped", color: "#91cc75" },
       { key: "comm_only", name: "Communication (not overlapped)", color: "#ee6666" },
       { key: "other_ns", name: "Other", color: "#aaaaaa" },
-    ], perStep === "step");
-  }, [overlap.data, perStep]);
+    ], perStep === "step", unit);
+  }, [overlap.data, perStep, unit]);
 
   const waitOpt = useMemo(() => {
     if (!wait.data) return null;
@@ -107,25 +122,31 @@ export function DistributedView({ sel, dark }: ViewProps) {
     return stackedBars(rows, [
       { key: "transfer_ns", name: "Data transfer", color: "#73c0de" },
       { key: "wait_ns", name: "Synchronizing (waiting)", color: "#fc8452" },
-    ], perStep === "step");
-  }, [wait.data, perStep]);
+    ], perStep === "step", unit);
+  }, [wait.data, perStep, unit]);
 
   const figures = useMemo(
     () => (overlap.data ? joinFigures(perStep === "step" ? overlap.data.steps : overlap.data.ranks, (perStep === "step" ? wait.data?.steps : wait.data?.ranks) ?? []) : []),
     [overlap.data, wait.data, perStep],
   );
-  const figCols = useMemo(() => figureCols(perStep === "step"), [perStep]);
+  const figCols = useMemo(() => figureCols(perStep === "step", unit), [perStep, unit]);
+  const opsTotal = totalLabel(overlap.data?.ranks ?? []);
 
   const opCols: Col<CommOpRow>[] = [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
     { id: "name", header: "Collective", value: (r) => r.name, width: 180 },
     { id: "pg", header: "Process group", value: (r) => r.pg_name },
-    { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
-    { id: "bytes", header: "Data", value: (r) => r.bytes, kind: "bytes" },
-    { id: "total", header: "Total time", value: (r) => r.total_ns, kind: "us" },
-    { id: "avg", header: "Mean time", value: (r) => r.avg_ns, kind: "us" },
-    { id: "wait", header: "Waiting", value: (r) => r.wait_ns, kind: "us" },
-    { id: "transfer", header: "Transfer", value: (r) => r.transfer_ns, kind: "us" },
+    { id: "group", header: "Group size", value: (r) => r.group_size, kind: "count", title: "Ranks in the process group (n of the bus bandwidth)" },
+    { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count", title: `Calls, ${opsTotal}` },
+    { id: "bytes", header: "Data", value: (r) => r.bytes, kind: "bytes", title: `This rank's input messages, ${opsTotal}` },
+    { id: "out_bytes", header: "Data out", value: (r) => r.out_bytes, kind: "bytes", title: `This rank's output messages, ${opsTotal}` },
+    { id: "total", header: "Total time", value: (r) => r.total_ns, kind: "us", title: `Time of the calls, ${opsTotal}` },
+    { id: "avg", header: "Mean time", value: (r) => r.avg_ns, kind: "us", title: "Per call" },
+    { id: "algbw", header: "algbw (GB/s)", value: (r) => r.algbw_gbps, kind: "num", render: (r) => fmtGBps(r.algbw_gbps), title: "Algorithm bandwidth (nccl-tests' algbw): size / time, over the calls" },
+    { id: "busbw", header: "busbw (GB/s)", value: (r) => r.busbw_gbps, kind: "num", render: (r) => fmtGBps(r.busbw_gbps), title: "Bus bandwidth (nccl-tests' busbw): algbw × 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all) or 1; – when n or the size is unknown" },
+    { id: "time_on", header: "Timed on", value: (r) => r.time_on, title: "device: the calls' kernels; host: the host calls (no communication kernels in the trace)" },
+    { id: "wait", header: "Waiting", value: (r) => r.wait_ns, kind: "us", title: `For the slowest rank, ${opsTotal}` },
+    { id: "transfer", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: opsTotal },
   ];
 
   return (
@@ -159,6 +180,15 @@ export function DistributedView({ sel, dark }: ViewProps) {
               </Section>
             </div>
             <Section title="Computation and communication">
+              {o.ranks.some((r) => r.communication_note) && (
+                <ul className="plain comm-lines" aria-label="Communication here and in the Overview">
+                  {o.ranks.map((r) => (
+                    <li key={r.rank}>
+                      <b>rank {r.rank}</b>: {r.communication_note}
+                    </li>
+                  ))}
+                </ul>
+              )}
               {overlapOpt && (o.ranks.length ? <Chart option={overlapOpt} dark={dark} height={320} ariaLabel="Computation and communication per rank" /> : <Empty title="No ranks" />)}
               {o.ranks.length > 0 && (
                 <DataTable
@@ -167,7 +197,7 @@ export function DistributedView({ sel, dark }: ViewProps) {
                   cols={figCols}
                   exportName={[sel.run, perStep === "step" ? "overlap-per-step" : "overlap-per-rank"]}
                   filterPlaceholder="Filter workers…"
-                  caption={perStep === "step" ? "Per rank and step" : "Per rank"}
+                  caption={perStep === "step" ? "Per rank and step: each figure is one step" : `Per rank: each figure is the ${unit}`}
                 />
               )}
             </Section>
@@ -208,6 +238,7 @@ export function DistributedView({ sel, dark }: ViewProps) {
                 initialSort={{ id: "total", desc: true }}
                 filterPlaceholder="Filter collectives…"
                 emptyText="No collectives."
+                caption={`Per rank and collective, ${opsTotal}; bandwidth in GB/s (nccl-tests' algbw and busbw)`}
               />
             </>
           )}

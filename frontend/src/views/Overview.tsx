@@ -136,10 +136,10 @@ export function OverviewView({ sel, dark }: ViewProps) {
                 .sort((a, b) => b[1] - a[1])
                 .slice(0, 3)
                 .map(([k, v]) => (
-                  <Stat key={k} label={`${d.breakdown.labels[k] ?? k} share`} value={fmtPct(v)} />
+                  <Stat key={k} label={`${d.breakdown.labels[k] ?? k} share, per step`} value={fmtPct(v)} hint="Of the average step (each ns counted once, by priority)" />
                 ))}
             </div>
-            <Section title="Step time breakdown">
+            <Section title="Step time breakdown, per step">
               <BreakdownCharts data={d} dark={dark} />
             </Section>
             <div className="grid-1-1">
