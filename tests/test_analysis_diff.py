@@ -154,3 +154,65 @@ def test_empty_sides(pair):
     assert r["operators"].empty and r["kernels"].empty
     assert list(r["kernels"].columns)[:2] == ["name", "side"]
     assert np.isnan(r["operators"].filter(like="_delta").to_numpy()).sum() == 0
+
+
+# -- per step means inside the steps --------------------------------------------------------
+def _py(name, ts, dur, pyid, parent, module=None):
+    args = {"Python id": pyid, "Python parent id": parent}
+    if module is not None:
+        args["Python module id"] = module
+    return _ev("python_function", name, ts, dur, **args)
+
+
+def _net_call(ts, pyid, corr, kernel_durs):
+    """nn.Module: Net_0 [ts, ts + 90) calling aten::mm [ts + 5 + 25 i, +20) per kernel, each
+    launching (1 µs in) one "k1" that runs 4 µs after the launch for its duration."""
+    out = [_py("nn.Module: Net_0", ts, 90, pyid, 1, module=0)]
+    for i, kdur in enumerate(kernel_durs):
+        t = ts + 5 + 25 * i
+        out += [_ev("cpu_op", "aten::mm", t, 20),
+                _ev("cuda_runtime", "cudaLaunchKernel", t + 1, 2, correlation=corr + i),
+                _ev("kernel", "k1", t + 5, kdur, pid=0, tid=7, device=0, stream=7, correlation=corr + i)]
+    return out
+
+
+# Two steps of 100 µs, each one Net_0 call with three aten::mm, each launching a k1 of about
+# 10 µs (ns apart: 10.001 .. 10.006 µs, 60,021 ns in all); after the last step, a Net_0 call
+# with one aten::mm launching a 4.502 µs k1, outside every step.
+# Per step: 3 calls of k1 (not 7 / 2 = 3.5), 30,010.5 ns of k1 (not 64,523 / 2 = 32,261.5:
+# +7.5 %), 3 aten::mm with 60 µs host total, 1 Net_0 call of 90 µs host time.
+OUTSIDE = [_py("train.py(1): <module>", 900, 600, 1, 0),
+           _ev("user_annotation", "ProfilerStep#1", 1000, 100), _ev("user_annotation", "ProfilerStep#2", 1100, 100),
+           *_net_call(1005, 2, 10, (10.001, 10.002, 10.003)), *_net_call(1105, 3, 20, (10.004, 10.005, 10.006)),
+           *_net_call(1300, 4, 30, (4.502,))]
+
+
+def test_per_step_counts_only_what_lies_inside_the_steps(tmp_path):
+    t = _load(tmp_path, "outside", OUTSIDE)
+    r = diff(t, t)
+    assert r["summary"]["num_steps_a"] == 2
+    k1 = r["kernels"].set_index("name").loc["k1"]
+    assert k1.calls_a == 3                       # 3.5 when the kernel after the steps counts
+    assert k1.total_ns_a == 60_021 / 2           # exact to the ns: 30,010.5, not 32,261.5
+    mm = r["operators"].set_index("name").loc["aten::mm"]
+    assert (mm.calls_a, mm.host_total_ns_a, mm.device_total_ns_a) == (3, 60 * US, 60_021 / 2)
+    net = r["modules"].set_index("path").loc["Net_0"]
+    assert (net.calls_a, net.host_total_ns_a, net.device_total_ns_a) == (1, 90 * US, 60_021 / 2)
+    # the analyses themselves: everything by default, the steps only on request
+    from tb_profiler.analysis.kernels import kernels
+    from tb_profiler.analysis.modules import modules
+    from tb_profiler.analysis.operators import operators
+    assert kernels(t)["calls"].tolist() == [7] and kernels(t, steps_only=True)["calls"].tolist() == [6]
+    assert operators(t)["calls"].tolist() == [7] and operators(t, steps_only=True)["calls"].tolist() == [6]
+    assert modules(t)["calls"].tolist() == [3] and modules(t, steps_only=True)["calls"].tolist() == [2]
+
+
+def test_a_trace_without_steps_counts_everything(tmp_path):
+    """No ProfilerStep#N: the whole trace is one step, every call in it (the module call
+    that starts before the first operator included)."""
+    t = _load(tmp_path, "nosteps", [e for e in OUTSIDE if not e["name"].startswith("ProfilerStep")])
+    r = diff(t, t)
+    assert r["summary"]["num_steps_a"] == 1
+    assert r["kernels"]["calls_a"].tolist() == [7]
+    assert r["kernels"]["total_ns_a"].tolist() == [64_523]
+    assert r["modules"].set_index("path").loc["Net_0", "calls_a"] == 3

@@ -7,8 +7,10 @@ on the other (``side`` says "a", "b" or "both").
 
 Why per step: two profiles rarely cover the same number of steps (a different schedule,
 a dropped trailing step, two workers against one), so every count and time is divided by
-its own side's number of steps (summed over its traces) before subtracting.  Deltas are
-b - a: positive means B spends more.
+its own side's number of steps (summed over its traces) before subtracting.  Only what
+lies inside the steps is counted (``steps.in_steps``: a kernel launched outside every
+step would otherwise inflate each step's share).  Deltas are b - a: positive means B
+spends more.
 """
 from __future__ import annotations
 
@@ -114,17 +116,20 @@ def diff(a, b) -> dict:
     host/device self/total as _a/_b/_delta, only modules both sides can name;
     "summary": {traces_a/b, num_steps_a/b, step_time_avg_ns_a/b/delta};
     "notes": reasons for empty tables or non-per-step values}.  All values per step of
-    their own side, sorted by the size of the change.
+    their own side, counting only what lies inside the steps, sorted by the size of the
+    change.
     """
     ta, tb = _traces(a), _traces(b)
     summary, na, nb = _summary(ta, tb)
 
     tables, present = {}, {}
     for label, fn, keys, sums, order_by in (
-            ("operators", lambda t: operators(t, group_by="name"), ["name"], OPERATOR_SUMS,
+            ("operators", lambda t: operators(t, group_by="name", steps_only=True), ["name"], OPERATOR_SUMS,
              ("host_total_ns", "device_total_ns")),
-            ("kernels", lambda t: kernels(t, group_by="name"), ["name"], KERNEL_SUMS, ("total_ns",)),
-            ("modules", modules, ["path"], MODULE_SUMS, ("host_total_ns", "device_total_ns"))):
+            ("kernels", lambda t: kernels(t, group_by="name", steps_only=True), ["name"], KERNEL_SUMS,
+             ("total_ns",)),
+            ("modules", lambda t: modules(t, steps_only=True), ["path"], MODULE_SUMS,
+             ("host_total_ns", "device_total_ns"))):
         sa = _summed([fn(t) for t in ta], keys, sums)
         sb = _summed([fn(t) for t in tb], keys, sums)
         tables[label] = _align(sa, sb, keys, sums, na, nb, order_by)

@@ -14,6 +14,7 @@ import numpy as np
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launched_by_graph, launching_op
 from tb_profiler.analysis.operators import call_tree
+from tb_profiler.analysis.steps import in_steps
 from tb_profiler.analysis.tensor_cores import (
     string_id_mask,
     tc_eligible,
@@ -79,13 +80,16 @@ def _empty(group_by: str):
     return pd.DataFrame({c: [] for c in lead + list(STAT_COLUMNS)})
 
 
-def kernels(trace, group_by: str = "name"):
+def kernels(trace, group_by: str = "name", steps_only: bool = False):
     """Kernel table, one row per kernel name (``group_by="name"``) or per (name, op,
     grid, block, registers, shared memory) (``"op"``); sorted by total time.
 
     Columns: name, [op, grid, block, registers, shared_memory, op_tc_eligible], calls,
     graph_calls (of the calls, those launched by a graph launch), total_ns, mean_ns, max_ns,
     min_ns, blocks_per_sm, occupancy, tensor_cores.
+
+    steps_only: count only the kernels inside the steps (``steps.in_steps``: a kernel in
+    the step that launched it), for figures divided by the number of steps.
     """
     import pandas as pd
 
@@ -93,6 +97,8 @@ def kernels(trace, group_by: str = "name"):
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
     ev = trace.events
     rows = np.flatnonzero(trace.roles == Role.COMPUTE)
+    if steps_only:
+        rows = rows[in_steps(trace, rows)]
     if not len(rows):
         return _empty(group_by)
     keys = [ev["name"][rows].astype(np.int64)]

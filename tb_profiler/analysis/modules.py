@@ -39,6 +39,7 @@ from tb_profiler.analysis.links import (
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, subtree_sum
 from tb_profiler.analysis.nesting import depth as nesting_depth
+from tb_profiler.analysis.steps import in_steps
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
@@ -226,13 +227,17 @@ def module_calls(trace) -> ModuleCalls:
 
 
 # -- tables -----------------------------------------------------------------------------------
-def modules(trace) -> pd.DataFrame:
+def modules(trace, steps_only: bool = False) -> pd.DataFrame:
     """One row per module of the model (calls merged by path), parents before children.
 
     Columns: node_id, parent_id (-1 for a root), name ("Conv2d_1"), module_type ("Conv2d"),
     module_id, path ("TinyResNet_0/BasicBlock_0/Conv2d_1"), depth, calls, operators,
     host_total_ns, host_self_ns, device_total_ns, device_self_ns.  Empty, with the reason
     in ``attrs["notes"]``, when the trace has no module information.
+
+    steps_only: count only the module calls inside the steps (``steps.in_steps``: a call
+    in the step holding its start, with all its time), for figures divided by the number
+    of steps; a module is listed when it or a module below it has such a call.
     """
     mc = module_calls(trace)
     if not len(mc):
@@ -246,17 +251,20 @@ def modules(trace) -> pd.DataFrame:
     up = mc.parent[first]
     parent_id = np.where(up >= 0, mc.node[np.maximum(up, 0)], -1)
     name = mc.name[first]
+    counted = in_steps(trace, mc.rows) if steps_only else np.ones(len(mc), dtype=bool)
 
     def total(v):
-        return np.bincount(mc.node, weights=v, minlength=n).astype(np.int64)
+        return np.bincount(mc.node, weights=np.where(counted, v, 0), minlength=n).astype(np.int64)
 
     df = pd.DataFrame({
         "node_id": np.arange(n), "parent_id": parent_id, "name": name, "module_type": mc.module_type[first],
         "module_id": mc.module_id[first], "path": _paths(name, parent_id), "depth": nesting_depth(parent_id),
-        "calls": np.bincount(mc.node, minlength=n), "operators": total(mc.operators),
+        "calls": np.bincount(mc.node[counted], minlength=n), "operators": total(mc.operators),
         "host_total_ns": total(mc.host_total), "host_self_ns": total(mc.host_self),
         "device_total_ns": total(mc.device_total), "device_self_ns": total(mc.device_self),
     }, columns=MODULE_COLUMNS)
+    if steps_only:
+        df = df[subtree_sum(df["calls"].to_numpy(), parent_id, df["depth"].to_numpy()) > 0].reset_index(drop=True)
     df.attrs.update(notes=list(mc.notes), source=mc.source)
     return df
 

@@ -32,6 +32,7 @@ from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import subtree_sum
 from tb_profiler.analysis.stacks import op_stacks
+from tb_profiler.analysis.steps import in_steps
 from tb_profiler.analysis.tensor_cores import (
     string_id_mask,
     tc_eligible,
@@ -254,18 +255,26 @@ def _empty(lead: list[str]):
     return pd.DataFrame({c: [] for c in lead + list(OP_COLUMNS)})
 
 
-def operators(trace, group_by: str = "name"):
+def operators(trace, group_by: str = "name", steps_only: bool = False):
     """Operator table: one row per name, per (name, input shape) or per (name, stack).
 
     Columns: name, [input_shape | stack_id], calls, host_self_ns, host_total_ns,
     device_self_ns, device_total_ns, tc_eligible, tc_self_pct, tc_total_pct; sorted by
     device self time, then host self time. stack_id is -1 for calls without a stack;
     ``operator_stacks`` / ``stacks.stack_frames`` give the frames.
+
+    steps_only: count only the calls inside the steps (``steps.in_steps``), for figures
+    divided by the number of steps. A call counts in the step holding its start, with all
+    its host time and all the device work it and the ops below it launched (the call tree
+    gives an op its children's time, so splitting a call at a step boundary would count
+    its children twice or not at all).
     """
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
     lead = ["name"] + {"name": [], "input_shape": ["input_shape"], "stack": ["stack_id"]}[group_by]
     rows = np.flatnonzero(call_tree(trace).operator)
+    if steps_only:
+        rows = rows[in_steps(trace, rows)]
     if not len(rows):
         return _empty(lead)
     names = trace.events["name"][rows]

@@ -118,6 +118,23 @@ def step_of(trace, rows: np.ndarray | None = None) -> np.ndarray:
     return out if rows is None else out[np.asarray(rows, dtype=np.int64)]
 
 
+def in_steps(trace, rows: np.ndarray | None = None) -> np.ndarray:
+    """Whether each event row (all events by default) counts in a per-step figure.
+
+    Why: a per-step figure divides by the number of steps, so only what lies inside the
+    steps may be counted; a kernel launched before the first step, or an operator after
+    the last, would inflate every step's share. Inside means ``step_of`` >= 0: a device
+    event by the step that launched it, a host event (an operator call, a module call)
+    by the step holding its start, with all its time. A trace without ProfilerStep#N is
+    one whole-trace step and a trace without steps has totals, not per-step values:
+    there every event counts.
+    """
+    info = step_info(trace)
+    if info.fallback or info.frame.empty:
+        return np.ones(len(trace.events) if rows is None else len(rows), dtype=bool)
+    return step_of(trace, rows) >= 0
+
+
 @per_trace
 def _step_of_all(trace) -> np.ndarray:
     frame = steps(trace)
