@@ -348,6 +348,8 @@ def _print_table(title: str, rows: list[dict], columns: Sequence[str]) -> None:
 def _cell(column: str, value: Any) -> str:
     if value is None:
         return "-"
+    if column.endswith("_pct"):
+        return _pct(value)
     if column.endswith("_ns") or "_ns_" in column:
         return _duration(value)
     if isinstance(value, float):
@@ -400,12 +402,14 @@ def _print_diff(doc: dict, top: int) -> None:
               f"({doc['slower_pct']:+.1f}%)")
     for note in doc.get("notes", []):
         print(f"  note          {note}")
-    for key, cols in (("operators", ("name", "calls_a", "calls_b", "host_total_ns_delta", "device_total_ns_delta")),
-                      ("kernels", ("name", "calls_a", "calls_b", "total_ns_delta"))):
-        rows = doc.get(key, [])
-        delta = cols[-1]
-        rows = sorted(rows, key=lambda r: -abs(r.get(delta) or 0))[:top]
-        _print_table(f"{key} with the largest change ({delta})", rows, cols)
+    # the diff's own order (analysis.diff.by_change): the largest change first, whatever its sign
+    _print_table("Step time breakdown (per step)", doc.get("breakdown", []),
+                 ("label", "time_ns_a", "time_ns_b", "time_ns_delta", "delta_pct"))
+    for key, cols, by in (
+            ("operators", ("name", "calls_a", "calls_b", "host_total_ns_delta", "device_total_ns_delta"),
+             "|host total delta| + |device total delta|"),
+            ("kernels", ("name", "calls_a", "calls_b", "total_ns_delta"), "|total delta|")):
+        _print_table(f"{key} with the largest change per step ({by})", doc.get(key, [])[:top], cols)
 
 
 # -- serve ----------------------------------------------------------------------------
