@@ -699,13 +699,21 @@ def test_diff_pickers_change_side_b_and_the_deltas_follow_the_api(serve_url, wat
 
     table = card(page, "Operators")
     expect(row_count(table)).to_have_text(rows_text(len(diff["operators"])))
-    assert_same_rows(export_csv(table), diff["operators"], DIFF_OPS)
-    # the first row shown: the largest host self delta, with its numbers
-    most = max(r["host_self_ns_delta"] for r in diff["operators"])
+    exported = export_csv(table)
+    assert_same_rows(exported, diff["operators"], DIFF_OPS)
+    # in the API's order: the largest change first, a saving as much as a loss
+    assert [r["Operator"] for r in exported] == [r["name"] for r in diff["operators"]]
+    top = diff["operators"][0]
     cells = visible_rows(table)[0]
-    top = next(r for r in diff["operators"] if r["name"] == cells[0])
-    assert top["host_self_ns_delta"] == most and cells[1] == SIDE[top["side"]]
-    assert cells[5:8] == [fmt_us(top["host_self_ns_a"]), fmt_us(top["host_self_ns_b"]), fmt_delta_us(most)]
+    assert cells[:2] == [top["name"], SIDE[top["side"]]]
+    assert cells[5:8] == [fmt_us(top["host_self_ns_a"]), fmt_us(top["host_self_ns_b"]),
+                          fmt_delta_us(top["host_self_ns_delta"])]
+    # a delta column sorts by the size of the change, never by its sign
+    table.get_by_role("button", name=re.compile("^Δ Host self")).click()
+    expect(table.get_by_role("columnheader", name=re.compile("^Δ Host self"))).to_have_attribute("aria-sort", "descending")
+    shown = [float(r["Δ Host self (ns)"]) for r in export_csv(table)]
+    assert shown == sorted((r["host_self_ns_delta"] for r in diff["operators"]), key=abs, reverse=True)
+    assert min(shown) < 0 < max(shown)
     shot(watch, "views-diff")
 
     page.get_by_role("tab", name="Kernels").click()
@@ -713,6 +721,39 @@ def test_diff_pickers_change_side_b_and_the_deltas_follow_the_api(serve_url, wat
     expect(row_count(kernels)).to_have_text(rows_text(len(diff["kernels"])))
     assert diff["kernels"] and {r["side"] for r in diff["kernels"]} == {"a"}   # the CPU run has no kernels
     assert_same_rows(export_csv(kernels), diff["kernels"], DIFF_KERNELS)
+    assert_clean(watch)
+
+
+DIFF_BREAKDOWN = [("Category", "label", "text"), ("A (ns)", "time_ns_a", "num"), ("B (ns)", "time_ns_b", "num"),
+                  ("Δ (ns)", "time_ns_delta", "num"), ("Δ of A's step (%)", "delta_pct", "num")]
+
+
+def test_diff_leads_with_the_step_time_breakdown(serve_url, watch):
+    """The V100 run against the CPU sample: the view's first section is the step-time
+    breakdown, its rows the API's in the API's order (largest |delta| first), and its
+    cells the API's numbers."""
+    watch.open(f"{serve_url}/{hash_state(view='Diff', run=V100_RUN, erun=SAMPLE_CNN)}")
+    page = watch.page
+    expect(picker(side_picker(page, "B (experiment)"), "Run")).to_have_value(SAMPLE_CNN)
+    first = page.locator("section.card").first
+    expect(first.locator("header.card-head h2")).to_have_text("Step time breakdown (per step)")
+    diff = api(serve_url, "diff", **sides(page))
+    rows = diff["breakdown"]
+    assert [abs(r["time_ns_delta"]) for r in rows] == sorted((abs(r["time_ns_delta"]) for r in rows), reverse=True)
+    assert {r["category"] for r in rows} == {"kernel", "memcpy", "memset", "communication", "runtime", "dataloader",
+                                             "cpu_exec", "other"}
+    expect(row_count(first)).to_have_text(rows_text(len(rows)))
+    exported = export_csv(first)
+    assert_same_rows(exported, rows, DIFF_BREAKDOWN)
+    assert [r["Category"] for r in exported] == [r["label"] for r in rows]
+    shown = visible_rows(first)
+    for cells, r in zip(shown, rows):
+        assert cells == [r["label"], fmt_us(r["time_ns_a"]), fmt_us(r["time_ns_b"]), fmt_delta_us(r["time_ns_delta"]),
+                         fmt_pct(r["delta_pct"])]
+    # the CPU run has no kernels: the V100's 98.5 ms of kernels per step is the largest change
+    assert shown[0][0] == "Kernel" and rows[0]["time_ns_b"] == 0
+    expect(first.locator("canvas").first).to_be_visible()
+    shot(watch, "views-diff-breakdown")
     assert_clean(watch)
 
 

@@ -540,7 +540,20 @@ export interface DistCommOpsReply {
 
 export type DiffRow = { side: "a" | "b" | "both"; name?: string; path?: string } & Record<string, unknown>;
 
+/** One category of the step-time breakdown, ns per step of each side (null: that side has no steps). */
+export interface DiffBreakdownRow {
+  category: string;
+  label: string;
+  time_ns_a: number | null;
+  time_ns_b: number | null;
+  time_ns_delta: number | null;
+  /** the delta as % of A's step time */
+  delta_pct: number | null;
+}
+
 export interface DiffReply {
+  /** largest |delta| first */
+  breakdown: DiffBreakdownRow[];
   summary: {
     traces_a: number;
     traces_b: number;

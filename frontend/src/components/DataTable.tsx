@@ -27,6 +27,8 @@ export interface Col<T> {
   noFilter?: boolean;
   /** short text that must not wrap */
   nowrap?: boolean;
+  /** numbers sort by their size, whatever their sign (a delta: -5 is a larger change than +3) */
+  byMagnitude?: boolean;
 }
 
 const UNIT: Partial<Record<ColKind, string>> = { us: " (ns)", delta_us: " (ns)", bytes: " (bytes)", pct: " (%)" };
@@ -105,7 +107,10 @@ export function DataTable<T>(props: Props<T>) {
         if (x === y) return 0;
         if (x === null || x === undefined) return -1;
         if (y === null || y === undefined) return 1;
-        if (typeof x === "number" && typeof y === "number") return x < y ? -1 : 1;
+        if (typeof x === "number" && typeof y === "number") {
+          const [u, v] = c.byMagnitude ? [Math.abs(x), Math.abs(y)] : [x, y];
+          return u === v ? 0 : u < v ? -1 : 1;
+        }
         if (typeof x === "boolean" && typeof y === "boolean") return x ? 1 : -1;
         return String(x).localeCompare(String(y));
       },

@@ -1,11 +1,14 @@
 // Diff: two sides (run / worker / span each; worker "All" = every worker of the span),
-// baseline A and experiment B; per-step averages of operators, kernels and modules,
-// with deltas B − A, a chart of the largest changes.
+// baseline A and experiment B. First what changed in the step-time breakdown (the cause of
+// a faster or slower step: a DataLoader, a runtime, ...), then per-step averages of
+// operators, kernels and modules, with deltas B − A and a chart of the largest changes.
+// Every table starts in the API's order, the largest change first whatever its sign, and
+// its Δ columns sort by size: a saving is as much a change as a loss.
 
 import { useMemo, useState } from "react";
 import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
-import type { DiffReply, DiffRow } from "../api/types";
+import type { DiffBreakdownRow, DiffReply, DiffRow } from "../api/types";
 import { Chart, TOOLTIP_BASE, shortName } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select, Stat, Tabs } from "../components/common";
@@ -56,8 +59,67 @@ function metricCols(prefix: string, header: string, kind: "us" | "count"): Col<D
   return [
     { id: `${prefix}_a`, header: `${header} A`, value: (r) => r[`${prefix}_a`] as number | null, kind: kind === "count" ? "num" : "us" },
     { id: `${prefix}_b`, header: `${header} B`, value: (r) => r[`${prefix}_b`] as number | null, kind: kind === "count" ? "num" : "us" },
-    { id: `${prefix}_delta`, header: `Δ ${header}`, value: (r) => r[`${prefix}_delta`] as number | null, kind: kind === "count" ? "num" : "delta_us" },
+    { id: `${prefix}_delta`, header: `Δ ${header}`, value: (r) => r[`${prefix}_delta`] as number | null, kind: kind === "count" ? "num" : "delta_us", byMagnitude: true },
   ];
+}
+
+const BREAKDOWN_COLS: Col<DiffBreakdownRow>[] = [
+  { id: "label", header: "Category", value: (r) => r.label, width: 140 },
+  { id: "time_ns_a", header: "A", value: (r) => r.time_ns_a, kind: "us", title: "ns per step of A" },
+  { id: "time_ns_b", header: "B", value: (r) => r.time_ns_b, kind: "us", title: "ns per step of B" },
+  { id: "time_ns_delta", header: "Δ", value: (r) => r.time_ns_delta, kind: "delta_us", byMagnitude: true, title: "B − A per step" },
+  { id: "delta_pct", header: "Δ of A's step", value: (r) => r.delta_pct, kind: "pct", byMagnitude: true, title: "B − A as a share of A's step time" },
+];
+
+const SIDE_COLORS = { a: "#91a7d0", b: "#5470c6" };
+
+/** Per category (API order: largest |Δ| at the top), A's and B's time per step and the delta
+ * (red: B spends more, green: less). */
+function breakdownChart(rows: DiffBreakdownRow[]) {
+  const shown = rows.filter((r) => r.time_ns_a || r.time_ns_b).reverse(); // a category axis draws bottom-up
+  const bar = (name: string, color: string, value: (r: DiffBreakdownRow) => number | null, itemColor?: (r: DiffBreakdownRow) => string) => ({
+    name,
+    type: "bar",
+    itemStyle: { color },
+    data: shown.map((r) => ({ value: value(r), itemStyle: itemColor ? { color: itemColor(r) } : undefined })),
+  });
+  const deltaColor = (r: DiffBreakdownRow) => (Number(r.time_ns_delta) > 0 ? "#ee6666" : "#3ba272");
+  return {
+    count: shown.length,
+    option: {
+      tooltip: {
+        ...TOOLTIP_BASE,
+        trigger: "axis",
+        axisPointer: { type: "shadow" },
+        formatter: (ps: any[]) => {
+          const r = shown[ps[0]?.dataIndex ?? 0];
+          return `<div class="tt-title">${escapeHtml(r.label)}</div>` +
+            tooltipLine(SIDE_COLORS.a, "A", fmtDuration(r.time_ns_a)) + "<br>" +
+            tooltipLine(SIDE_COLORS.b, "B", fmtDuration(r.time_ns_b)) + "<br>" +
+            tooltipLine(deltaColor(r), "B − A", `${fmtDeltaDuration(r.time_ns_delta)}${r.delta_pct != null ? ` (${fmtPct(r.delta_pct)} of A's step)` : ""}`);
+        },
+      },
+      legend: { top: 0, data: ["A", "B", "B − A"] },
+      grid: { left: 12, right: 40, top: 30, bottom: 30, containLabel: true },
+      xAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+      yAxis: { type: "category", data: shown.map((r) => r.label) },
+      series: [
+        bar("A", SIDE_COLORS.a, (r) => r.time_ns_a),
+        bar("B", SIDE_COLORS.b, (r) => r.time_ns_b),
+        bar("B − A", "#888", (r) => r.time_ns_delta, deltaColor),
+      ],
+    },
+  };
+}
+
+function BreakdownSection({ rows, dark }: { rows: DiffBreakdownRow[]; dark: boolean }) {
+  const chart = useMemo(() => breakdownChart(rows), [rows]);
+  return (
+    <Section title="Step time breakdown (per step)">
+      {chart.count ? <Chart option={chart.option} dark={dark} height={Math.max(180, chart.count * 48 + 70)} ariaLabel="Step time breakdown, A and B" /> : <div className="muted">Neither side has steps to break down.</div>}
+      <DataTable rows={rows} cols={BREAKDOWN_COLS} exportName={["diff", "breakdown"]} rowKey={(r) => r.category} emptyText="Neither side has steps." />
+    </Section>
+  );
 }
 
 const SIDE: Record<string, string> = { a: "A only", b: "B only", both: "both" };
@@ -198,6 +260,7 @@ export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }
                 <Stat label="Average step, B" value={fmtDuration(s.step_time_avg_ns_b, 4)} hint={`${s.num_steps_b ?? "?"} steps in ${s.traces_b} trace(s)`} />
                 <Stat label="B − A" value={<span className={s.step_time_avg_ns_delta != null && s.step_time_avg_ns_delta > 0 ? "worse" : "better"}>{fmtDeltaDuration(s.step_time_avg_ns_delta)}{pct !== null ? ` (${pct > 0 ? "+" : ""}${fmtPct(pct)})` : ""}</span>} />
               </div>
+              <BreakdownSection rows={d.breakdown ?? []} dark={dark} />
               <div className="controls">
                 <Tabs label="Compare" value={table} onChange={setTable} options={[{ value: "operators", label: "Operators" }, { value: "kernels", label: "Kernels" }, { value: "modules", label: "Modules" }]} />
                 {table !== "kernels" && (
@@ -220,10 +283,10 @@ export function DiffView({ st, sel, dark, runs }: ViewProps & { runs: string[] }
               </Section>
               <Section title={table === "operators" ? "Operators" : table === "kernels" ? "Kernels" : "Modules"}>
                 {table === "operators" && (
-                  <DataTable rows={d.operators} cols={opCols} exportName={["diff", "operators"]} initialSort={{ id: "host_self_ns_delta", desc: true }} filterPlaceholder="Filter operators…" emptyText="No operators on either side." />
+                  <DataTable rows={d.operators} cols={opCols} exportName={["diff", "operators"]} filterPlaceholder="Filter operators…" emptyText="No operators on either side." />
                 )}
                 {table === "kernels" && (
-                  <DataTable rows={d.kernels} cols={kCols} exportName={["diff", "kernels"]} initialSort={{ id: "total_ns_delta", desc: true }} filterPlaceholder="Filter kernels…" emptyText="No kernels on either side." />
+                  <DataTable rows={d.kernels} cols={kCols} exportName={["diff", "kernels"]} filterPlaceholder="Filter kernels…" emptyText="No kernels on either side." />
                 )}
                 {table === "modules" && (
                   <DataTable
