@@ -53,13 +53,15 @@ def _param_comms(ts, dur, ext, rank, name, n_in, n_out, seq):
         "Process Group Ranks": "[0, 1]", "Rank": rank, "Seq": seq})
 
 
-def _write(tmp_path, name, events, rank, backend="nccl"):
+def _write(tmp_path, name, events, rank, backend="nccl", info=True):
     doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85,
                                                     "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
            "distributedInfo": {"backend": backend, "rank": rank, "world_size": 2, "pg_count": 1,
                                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
                                               "pg_size": 2, "ranks": [0, 1]}]},
            "traceEvents": events}
+    if not info:
+        del doc["distributedInfo"]
     path = tmp_path / f"{name}.1700000000000000000.pt.trace.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump(doc, f)
@@ -212,6 +214,25 @@ def test_seq_matches_the_same_collective_when_a_rank_lost_one(tmp_path):
     assert r["ranks"]["wait_ns"].tolist() == [0, 10 * US]
     assert any("1 collective calls have no call with the same process group and Seq" in n for n in r["notes"])
     assert not any("different numbers of calls" in n for n in r["notes"])
+
+
+def test_unknown_group_size_leaves_busbw_empty_with_a_note(tmp_path):
+    """No "Group size", no "Process Group Ranks", no distributedInfo: n is unknown, so an
+    all_reduce has no busbw (its factor needs n) while a broadcast's factor is 1."""
+    ev = [_ev("user_annotation", "ProfilerStep#1", 0, 100)]
+    for i, (name, start) in enumerate((("allreduce", 10), ("broadcast", 50))):
+        ev.append(_kernel(ALLREDUCE_K if i == 0 else "ncclDevKernel_Broadcast_RING_LL", start, 20, 200 + i, NCCL, **{
+            "Collective name": name, "In msg nelems": 500, "dtype": "Float", "Process Group Name": "5"}))
+    trace = _write(tmp_path, "rank0", ev, 0, info=False)
+    c = collectives(trace)
+    assert c["group_size"].isna().all() and c["bytes"].tolist() == [2000, 2000]
+    assert c["algbw_gbps"].tolist() == pytest.approx([2000 / 20000] * 2, rel=1e-12)
+    assert math.isnan(c["busbw_gbps"][0]) and c["busbw_gbps"][1] == pytest.approx(2000 / 20000, rel=1e-12)
+    r = distributed([trace])
+    assert "rank 0 (rank0): group size unknown for 1 collective calls (allreduce): no 'Group size' or 'Process " \
+           "Group Ranks' in the trace and no distributedInfo for their process group, so their bus bandwidth is " \
+           "left empty" in r["notes"]
+    assert dist_commops([trace])["rows"][0]["busbw_gbps"] is None
 
 
 def _gloo_cuda_rank(tmp_path, rank, gloo_start):
