@@ -384,8 +384,7 @@ def _rank_totals(per_step: pd.DataFrame, ranked: list) -> pd.DataFrame:
     trace has no steps keeps a row of zeros.  With the Overview's Communication beside."""
     sums = [c for c in STEP_COLUMNS if c.endswith("_ns")]
     keys = ["rank", "worker"]
-    g = per_step.groupby(keys, sort=True)
-    out = g.agg(steps=("step", "size"), **{c: (c, "sum") for c in sums}).reset_index()
+    out = per_step.groupby(keys, sort=True).agg(steps=("step", "size"), **{c: (c, "sum") for c in sums}).reset_index()
     for c in _UNKNOWN_IF_MIXED:
         out[c] = out[c].astype("Int64").mask(per_step[c].isna().groupby([per_step[k] for k in keys]).any().to_numpy())
     every = pd.DataFrame([(r, w) for r, w, _ in ranked], columns=keys).astype({"rank": "int64", "worker": object})
