@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_profiler.io.read import open_regular
+
 try:
     from isal.isal_zlib import crc32 as _crc32  # ~20 GB/s vs zlib's ~3 GB/s
 except ImportError:  # pragma: no cover
@@ -101,7 +103,7 @@ class _Invalid(Exception):
 def read_entry(path: str, key: CacheKey) -> Entry | None:
     """The entry at path if it is intact and matches key, else None (miss, stale or corrupt)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a FIFO planted at the entry path must not block the load
             size = os.fstat(f.fileno()).st_size
             if size < _PREFIX.size:
                 return None

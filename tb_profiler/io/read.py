@@ -4,31 +4,121 @@ Why a bytearray: the decoder consumes its input in place (it compacts the args t
 the front of the buffer), so the whole pipeline holds one copy of the JSON text.  Gzip
 is inflated chunk by chunk straight into a buffer preallocated from the gzip ISIZE
 trailer, so peak memory is the compressed bytes plus the inflated text plus one chunk,
-never two full copies of the text.
+never two full copies of the text (a short hint grows the buffer in place).
+
+Files are untrusted, so reading is bounded: only regular files are opened (a FIFO or a
+device would block or never end), the text may not exceed ``max_trace_bytes()`` (a
+gzip bomb stops there instead of exhausting memory), and text whose first MiB is only
+whitespace is rejected as soon as that MiB is read.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import errno
+import mmap
 import os
+import stat as _stat
 import zlib
 
 import numpy as np
 
 from tb_profiler.errors import TraceFormatError
 
-try:  # python-isal inflates 2-3x faster than zlib; same API and error type family.
-    from isal import isal_zlib as _zlib
+# The inflaters that can read gzip, by name; ``inflater`` is the one used.  python-isal
+# inflates 2-3x faster than zlib with the same API (not the same end-of-stream
+# behaviour: both paths are tested by swapping ``inflater``).
+INFLATERS: dict[str, object] = {"zlib": zlib}
+_ZLIB_ERRORS: tuple[type[BaseException], ...] = (zlib.error,)
+try:
+    from isal import isal_zlib as _isal_zlib
 
-    _ZLIB_ERRORS: tuple[type[BaseException], ...] = (zlib.error, _zlib.error)
+    INFLATERS["isal"] = _isal_zlib
+    _ZLIB_ERRORS += (_isal_zlib.error,)
 except ImportError:  # pragma: no cover - isal is an optional speed-up
-    _zlib = zlib
-    _ZLIB_ERRORS = (zlib.error,)
+    pass
+inflater = INFLATERS.get("isal", zlib)
 
-__all__ = ["read_trace_bytes", "stat_key", "is_url", "source_id"]
+__all__ = ["read_trace_bytes", "stat_key", "is_url", "source_id", "max_trace_bytes", "open_regular",
+           "NotARegularFile", "MAX_BYTES_ENV"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _IN_CHUNK = 1 << 20   # compressed bytes fed per call
 _OUT_CHUNK = 1 << 20   # most inflated bytes per call: small enough to stay in cache before the copy
+_HEAD = 1 << 20       # text that must show a JSON value before more is read
+_WHITESPACE = np.zeros(256, dtype=bool)
+_WHITESPACE[list(b" \t\r\n")] = True
+MAX_BYTES_ENV = "TB_PROFILER_MAX_TRACE_BYTES"
+_MEMORY_FRACTION = 2  # default limit: 1/2 of the available memory (decoding needs about as much again)
+
+
+class NotARegularFile(OSError):
+    """A path that is a FIFO, device, socket or folder: reading it could block or never end."""
+
+
+_FILE_TYPES = ((_stat.S_ISFIFO, "a FIFO"), (_stat.S_ISSOCK, "a socket"),
+               (_stat.S_ISCHR, "a character device"), (_stat.S_ISBLK, "a block device"))
+
+
+def open_regular(path: str | os.PathLike):
+    """An unbuffered binary file object for ``path``, which must be a regular file.
+
+    Why O_NONBLOCK: opening a FIFO for reading blocks until a writer appears; opened
+    non-blocking it returns at once and fstat then says what it is (no race between a
+    stat and the open).  Raises NotARegularFile (IsADirectoryError for a folder), or
+    OSError like open().
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if _stat.S_ISDIR(mode):  # what open() says of a folder
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if not _stat.S_ISREG(mode):
+            what = next((word for test, word in _FILE_TYPES if test(mode)), "not a plain file")
+            raise NotARegularFile(f"not a regular file: {what}")
+        return open(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def max_trace_bytes() -> int:
+    """Most bytes of JSON text one trace may hold: $TB_PROFILER_MAX_TRACE_BYTES, else half
+    the memory available now (at least 64 MiB).  Why: a gzip bomb (2 MB inflating to 2 GiB) must fail with a message,
+    not take the machine's memory; and a trace bigger than this could not be decoded anyway.
+    """
+    raw = os.environ.get(MAX_BYTES_ENV)
+    if raw:
+        try:
+            return max(1, int(float(raw)))
+        except ValueError:
+            pass  # a malformed override: the default below
+    return max(1 << 26, _available_memory() // _MEMORY_FRACTION)
+
+
+def _available_memory() -> int:
+    """MemAvailable (Linux), else physical memory; a large number when neither is known."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return 1 << 40
+
+
+def _limit_text(limit: int, explicit: bool) -> str:
+    """The limit and where it comes from, for error messages."""
+    if explicit:
+        origin = "the max_bytes given"
+    elif os.environ.get(MAX_BYTES_ENV):
+        origin = f"from ${MAX_BYTES_ENV}"
+    else:
+        origin = f"half the memory available now; set ${MAX_BYTES_ENV} to change it"
+    return f"{limit} bytes ({limit / (1 << 30):.2f} GiB: {origin})"
 
 
 def is_url(path_or_url: str | os.PathLike) -> bool:
@@ -51,26 +141,33 @@ def source_id(path_or_url: str | os.PathLike) -> str:
     return os.path.abspath(_local(path_or_url))
 
 
-def read_trace_bytes(path_or_url: str | os.PathLike) -> np.ndarray:
+def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = None) -> np.ndarray:
     """The (gunzipped) bytes of a trace file, as a writable uint8 array for the decoder.
 
     Why not a bytearray: bytearray(n) zero-fills its memory, which for a big trace costs
     as much as inflating it; np.empty leaves pages untouched until the data lands.
 
-    Gzip is recognised by its magic bytes, not the file name.  Any failure (missing,
-    unreadable, empty, corrupt or truncated gzip) raises TraceFormatError naming the file.
+    Gzip is recognised by its magic bytes, not the file name; every member of a
+    multi-member gzip is read, zero padding after the last is ignored.  max_bytes bounds
+    the text (default: ``max_trace_bytes()``).  Any failure (missing, unreadable, not a
+    regular file, empty, corrupt or truncated gzip, over the limit, only whitespace)
+    raises TraceFormatError naming the file.
     """
     source = os.fspath(path_or_url) if not isinstance(path_or_url, bytes) else os.fsdecode(path_or_url)
+    limit = max_trace_bytes() if max_bytes is None else int(max_bytes)
+    over = _limit_text(limit, max_bytes is not None)
     try:
-        raw = _read_all(path_or_url)
+        raw = _read_all(path_or_url, source, limit, over)
     except TraceFormatError:
         raise
     except FileNotFoundError:
         raise TraceFormatError(source, "file not found") from None
     except PermissionError:
         raise TraceFormatError(source, "permission denied") from None
-    except IsADirectoryError:
+    except (IsADirectoryError, NotADirectoryError):
         raise TraceFormatError(source, "is a directory, not a trace file") from None
+    except NotARegularFile as e:
+        raise TraceFormatError(source, str(e)) from None
     except OSError as e:
         raise TraceFormatError(source, f"cannot read: {e.strerror or e}") from None
     except (ImportError, ValueError) as e:  # e.g. an fsspec protocol whose package is missing
@@ -78,7 +175,7 @@ def read_trace_bytes(path_or_url: str | os.PathLike) -> np.ndarray:
     if len(raw) == 0:
         raise TraceFormatError(source, "empty file")
     if bytes(raw[:2]) == _GZIP_MAGIC:
-        raw = _gunzip(raw, source)
+        raw = _gunzip(raw, source, limit, over)
         if len(raw) == 0:
             raise TraceFormatError(source, "empty file (gzip holds no data)")
     return raw
@@ -89,12 +186,32 @@ def _alloc(n: int) -> np.ndarray:
     return np.empty(n, dtype=np.uint8)
 
 
-def _read_all(path_or_url: str | os.PathLike) -> np.ndarray:
-    """All bytes of the file, read into a buffer of the file's size (one copy)."""
+def _check_head(buf: np.ndarray, n: int, source: str, whole: bool) -> None:
+    """Raise unless the first min(n, 1 MiB) bytes hold something other than JSON whitespace
+    (whole: buf[:n] is all the text there is).
+
+    Why: a gzip bomb of whitespace would otherwise be inflated to the limit (gigabytes)
+    before the decoder sees that no JSON value ever starts.
+    """
+    head = buf[:min(n, _HEAD)]
+    if len(head) and _WHITESPACE[head].all():
+        where = "the file" if whole and n <= _HEAD else f"the first {_HEAD >> 20} MiB"
+        raise TraceFormatError(source, f"no JSON value in {where}: only whitespace")
+
+
+def _check_plain_head(buf: np.ndarray, n: int, source: str, whole: bool) -> None:
+    """The head check for text read as is (gzip text is checked while inflating)."""
+    if bytes(buf[:2]) != _GZIP_MAGIC:
+        _check_head(buf, n, source, whole)
+
+
+def _read_all(path_or_url: str | os.PathLike, source: str, limit: int, over: str) -> np.ndarray:
+    """All bytes of the file (at most ``limit``), read into a buffer of the file's size."""
     if not is_url(path_or_url):
-        with open(_local(path_or_url), "rb", buffering=0) as f:
+        with open_regular(_local(path_or_url)) as f:
             size = os.fstat(f.fileno()).st_size
-            return _readinto_all(f, size)
+            _check_size(size, limit, source, over)
+            return _readinto_all(f, size, source)
     import fsspec
 
     with fsspec.open(os.fspath(path_or_url), "rb") as f:
@@ -105,19 +222,29 @@ def _read_all(path_or_url: str | os.PathLike) -> np.ndarray:
             except Exception:
                 size = None
         if size is None or not hasattr(f, "readinto"):
-            return np.frombuffer(bytearray(f.read()), dtype=np.uint8)
-        return _readinto_all(f, int(size))
+            data = f.read(limit + 1)
+            _check_size(len(data), limit, source, over)
+            buf = np.frombuffer(bytearray(data), dtype=np.uint8)
+            _check_plain_head(buf, len(buf), source, True)
+            return buf
+        _check_size(int(size), limit, source, over)
+        return _readinto_all(f, int(size), source)
 
 
-def _readinto_all(f, size: int) -> np.ndarray:
+def _check_size(size: int, limit: int, source: str, over: str) -> None:
+    """Raise for a file bigger than the limit (a gzip file that big inflates to more still)."""
+    if size > limit:
+        raise TraceFormatError(source, f"the file is {size} bytes, over the limit of {over}")
+
+
+def _readinto_all(f, size: int, source: str) -> np.ndarray:
+    """The file's bytes; the head first, so a plain file of whitespace fails before the rest."""
     buf = _alloc(size)
     view = memoryview(buf)
-    pos = 0
-    while pos < size:
-        n = f.readinto(view[pos:])
-        if not n:
-            break
-        pos += n
+    pos = _fill(f, view, 0, min(size, _HEAD))
+    _check_plain_head(buf, pos, source, pos < _HEAD)
+    if pos == min(size, _HEAD):
+        pos = _fill(f, view, pos, size)
     view.release()
     if pos < size:  # shrank while reading
         return buf[:pos]
@@ -125,49 +252,128 @@ def _readinto_all(f, size: int) -> np.ndarray:
     return np.concatenate([buf, np.frombuffer(rest, dtype=np.uint8)]) if rest else buf
 
 
-def _gunzip(comp: np.ndarray, source: str) -> np.ndarray:
-    """Inflate all gzip members of comp into a bytearray sized from the ISIZE trailer."""
+def _fill(f, view: memoryview, pos: int, end: int) -> int:
+    """Read into view[pos:end] until full or end of file; the new position."""
+    while pos < end:
+        n = f.readinto(view[pos:end])
+        if not n:
+            break
+        pos += n
+    return pos
+
+
+def _gunzip(comp: np.ndarray, source: str, limit: int, over: str) -> np.ndarray:
+    """Inflate every gzip member of comp into a buffer sized from the ISIZE trailer."""
     # ISIZE is mod 2**32, the last member's only, and garbage in a damaged file: only a hint,
-    # capped at 256x the compressed size (trace JSON deflates ~30x), grown if short.
+    # capped at 256x the compressed size (trace JSON deflates ~30x) and at the limit, grown if short.
     hint = int.from_bytes(comp[-4:], "little") if len(comp) >= 18 else 0
-    out = _alloc(min(hint, 256 * len(comp)))
-    pos = 0
+    sink = _Sink(min(hint, 256 * len(comp), limit), source, limit, over)
     src = memoryview(comp)
     start = 0
     try:
         while start < len(src):
-            d = _zlib.decompressobj(31)
-            at = start
-            while not d.eof and at < len(src):
-                data = src[at:at + _IN_CHUNK]
-                at += len(data)
-                while data:
-                    piece = d.decompress(data, _OUT_CHUNK)
-                    out, pos = _put(out, pos, piece)
-                    data = d.unconsumed_tail
-            if not d.eof:
-                raise TraceFormatError(source, "truncated gzip stream", offset=pos)
-            tail = d.unused_data
-            start = len(src) - len(tail)
-            if tail and tail[:2] != _GZIP_MAGIC:
-                if tail.strip(b"\0"):  # zero padding after a member is tolerated, as gzip does
-                    raise TraceFormatError(source, "trailing garbage after gzip data")
+            start = _inflate_member(src, start, sink)
+            if src[start:start + 2] != _GZIP_MAGIC:
+                _check_padding(comp, start, source)
                 break
     except _ZLIB_ERRORS as e:
-        raise TraceFormatError(source, f"corrupt gzip data ({e})", offset=pos) from None
+        raise TraceFormatError(source, f"corrupt gzip data ({e})", offset=sink.pos) from None
     finally:
         src.release()
-    return out[:pos] if pos < len(out) else out
+    return sink.result()
 
 
-def _put(out: np.ndarray, pos: int, piece: bytes) -> tuple[np.ndarray, int]:
-    end = pos + len(piece)
-    if end > len(out):  # the ISIZE hint was short: grow geometrically
-        bigger = _alloc(max(end, 2 * len(out)))
-        bigger[:pos] = out[:pos]
-        out = bigger
-    out[pos:end] = np.frombuffer(piece, dtype=np.uint8)
-    return out, end
+def _inflate_member(src: memoryview, start: int, sink: _Sink) -> int:
+    """Inflate the gzip member at ``start`` into sink; the offset just past its end.
+
+    The member ends where the inflater reports eof: the bytes fed after that point are
+    ``unused_data``.  Why the loop stops at eof: CPython's zlib also leaves them in
+    ``unconsumed_tail``, and feeding that again returns nothing forever.
+    """
+    d = inflater.decompressobj(31)
+    at = start
+    while not d.eof:
+        if at >= len(src):  # all input fed: what the inflater still holds, then it must be done
+            sink.put(d.flush())
+            if not d.eof:
+                raise TraceFormatError(sink.source, "truncated gzip stream", offset=sink.pos)
+            break
+        data = src[at:at + _IN_CHUNK]
+        at += len(data)
+        while data and not d.eof:
+            piece = d.decompress(data, _OUT_CHUNK)
+            tail = d.unconsumed_tail
+            if not piece and len(tail) == len(data) and not d.eof:
+                raise TraceFormatError(sink.source, "corrupt gzip data (the inflater makes no progress)",
+                                       offset=sink.pos)
+            sink.put(piece)
+            data = tail
+    return at - len(d.unused_data)
+
+
+class _Sink:
+    """The inflated text so far, in an anonymous memory map grown up to the limit.
+
+    Why a map: growing it is mremap on Linux, no copy, so a short ISIZE hint never holds
+    the old and the new buffer at once (peak memory stays at the limit, not twice it);
+    its pages, like np.empty's, cost nothing until written.
+    """
+
+    def __init__(self, capacity: int, source: str, limit: int, over: str):
+        self.mm = _anonymous_map(max(capacity, _OUT_CHUNK))
+        self.pos, self.source, self.limit, self.over = 0, source, limit, over
+        self.checked = False
+
+    def put(self, piece: bytes) -> None:
+        end = self.pos + len(piece)
+        if end > self.limit:
+            raise TraceFormatError(self.source, f"gzip data inflates to more than the limit of {self.over}")
+        if end > len(self.mm):  # the ISIZE hint was short: grow geometrically, up to the limit
+            self._grow(min(max(end, 2 * len(self.mm)), self.limit))
+        self.mm[self.pos:end] = piece
+        self.pos = end
+        if not self.checked and end >= _HEAD:
+            _check_head(np.frombuffer(self.mm, np.uint8, _HEAD), end, self.source, False)
+            self.checked = True
+
+    def _grow(self, size: int) -> None:
+        try:
+            self.mm.resize(size)
+        except (OSError, ValueError, SystemError):  # no mremap (macOS): copy into a bigger map
+            bigger = _anonymous_map(size)
+            with memoryview(bigger) as dst, memoryview(self.mm) as src:
+                dst[:self.pos] = src[:self.pos]
+            self.mm.close()
+            self.mm = bigger
+
+    def result(self) -> np.ndarray:
+        out = np.frombuffer(self.mm, np.uint8, self.pos)
+        if not self.checked:
+            _check_head(out, self.pos, self.source, True)
+        return out
+
+
+def _anonymous_map(size: int) -> mmap.mmap:
+    """Private anonymous memory: Python's default (shared) one cannot grow (SIGBUS past the
+    old end after mremap)."""
+    if not hasattr(mmap, "MAP_PRIVATE"):  # pragma: no cover - Windows
+        return mmap.mmap(-1, size)
+    mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):  # as numpy does for big arrays: far fewer page faults
+        mm.madvise(mmap.MADV_HUGEPAGE)
+    return mm
+
+
+def _check_padding(comp: np.ndarray, start: int, source: str) -> None:
+    """Bytes after the last gzip member: zero padding is fine (gzip ignores it), else raise."""
+    rest = comp[start:]
+    nonzero = np.flatnonzero(rest)
+    if len(nonzero):
+        at = start + int(nonzero[0])
+        raise TraceFormatError(
+            source, f"trailing garbage: the gzip data ends at compressed byte {start}, and the {len(rest)} bytes "
+                    f"after it are neither another gzip member nor zero padding (first non-zero byte at "
+                    f"{at}: {bytes(comp[at:at + 8]).hex(' ')})")
 
 
 def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:

@@ -13,18 +13,23 @@ from tb_profiler import cache as _cache
 from tb_profiler import (
     decode as _decode,  # attribute lookups at call time: tests swap in tripwires
 )
+from tb_profiler.errors import TraceFormatError
 from tb_profiler.io.read import read_trace_bytes, source_id, stat_key
 from tb_profiler.trace.build import MODEL_VERSION, TraceState, build_state
 from tb_profiler.trace.model import Trace
 
 
-def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None) -> Trace:
+def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
+         max_bytes: int | None = None) -> Trace:
     """Load one trace file (local path or fsspec URL, .json or .json.gz) as a Trace.
 
     cache: use the on-disk cache (see tb_profiler.cache): a hit costs a file open; a miss
         decodes and writes the entry.  A cache that cannot be written only warns.
     cache_dir: cache folder (default $TB_PROFILER_CACHE_DIR or the user cache dir).
-    Raises TraceFormatError for an unreadable or malformed file.
+    max_bytes: most bytes of JSON text (inflated) to accept; default
+        $TB_PROFILER_MAX_TRACE_BYTES or half the available memory (io.read.max_trace_bytes).
+    Raises TraceFormatError for an unreadable, malformed or too big file, and when memory
+    runs out while decoding it.
     """
     t0 = time.perf_counter()
     source = source_id(path)
@@ -43,7 +48,22 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
             trace.load_seconds = time.perf_counter() - t0
             return trace
 
-    buf = read_trace_bytes(path)
+    try:
+        state = _decode_file(path, source, max_bytes, t0)
+    except MemoryError:  # numpy's _ArrayMemoryError included: a message, not a traceback
+        raise TraceFormatError(source, "out of memory while reading and decoding it (set "
+                                       "TB_PROFILER_MAX_TRACE_BYTES lower to refuse such files early)") from None
+    trace = Trace(state)
+    if key is not None:
+        if _cache.write_entry(entry_file, key, state.arrays, state.strings, state.args_blob, state.meta):
+            trace.cache_path = entry_file
+    trace.load_seconds = time.perf_counter() - t0
+    return trace
+
+
+def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0: float) -> TraceState:
+    """read -> decode -> build, with each stage's seconds in the meta."""
+    buf = read_trace_bytes(path, max_bytes)
     t_read = time.perf_counter()
     decoded = _decode.decode(buf, source)
     t_decoded = time.perf_counter()
@@ -52,9 +72,4 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     state.meta["read_seconds"] = t_read - t0
     state.meta["decode_seconds"] = t_decoded - t_read
     state.meta["build_seconds"] = time.perf_counter() - t_decoded
-    trace = Trace(state)
-    if key is not None:
-        if _cache.write_entry(entry_file, key, state.arrays, state.strings, state.args_blob, state.meta):
-            trace.cache_path = entry_file
-    trace.load_seconds = time.perf_counter() - t0
-    return trace
+    return state
