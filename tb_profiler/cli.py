@@ -26,6 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    except MemoryError:  # an analysis over a huge trace: say so, no traceback
+        _error("out of memory")
+        return EXIT_BAD_INPUT
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -187,6 +190,7 @@ def trace_info(trace: Any, load_seconds: float) -> dict:
         "decode_seconds": round(trace.decode_seconds, 6),
         "load_seconds": round(load_seconds, 6),
         "from_cache": bool(trace.from_cache),
+        "notes": list(trace.notes),
     }
 
 
@@ -238,6 +242,8 @@ def _print_info(doc: dict) -> None:
     width = max((len(k) for k in doc["categories"]), default=0)
     for cat, n in sorted(doc["categories"].items(), key=lambda kv: -kv[1]):
         print(f"    {cat:<{width}}  {n:>9}")
+    for note in doc["notes"]:
+        print(f"  note         {note}")
 
 
 # -- summary --------------------------------------------------------------------------

@@ -63,8 +63,8 @@ def _summary(trace, info, ns: pd.DataFrame, pct: pd.DataFrame, devices: pd.DataF
 
 
 def _notes(trace, info, devices: pd.DataFrame) -> list[str]:
-    """Why parts are empty or partial, in words."""
-    notes = list(info.notes)
+    """Why parts are empty or partial, in words; first what the trace's tables left out."""
+    notes = [*trace.notes, *info.notes]
     ev = trace.events
     if not len(ev):
         notes.append("the trace has no complete events")

@@ -15,7 +15,14 @@ from tb_profiler.trace.categories import kind_column
 from tb_profiler.trace.strings import as_string_array
 
 # Bump when the tables built here change shape or meaning: it is part of the cache key.
-MODEL_VERSION = 1
+# 2: rows without a usable ts (missing, not a number, out of range) are dropped, with notes.
+MODEL_VERSION = 2
+
+# Most |ts| and |ts + dur| kept, in ns (~146 years): far beyond any clock, yet any two such
+# times subtract without int64 overflow, so no analysis meets a sentinel or a wrap.
+TIME_LIMIT_NS = 1 << 62
+_ROW_WORDS = {"events": "complete event", "instants": "instant", "counters": "counter sample",
+              "flows": "flow event"}
 
 # Which ph values go to which table (ph is the first byte of the "ph" string).
 PHASES: dict[str, bytes] = {
@@ -45,7 +52,7 @@ class TraceState:
     arrays: dict[str, np.ndarray]           # "events.ts", "sparse.grid_x.rows", ...
     strings: np.ndarray                      # object array of str
     args_blob: object                        # bytes-like: every event's args JSON text
-    meta: dict = field(default_factory=dict)  # JSON-able: source, toplevel, counts, timings
+    meta: dict = field(default_factory=dict)  # JSON-able: source, toplevel, counts, timings, notes
 
 
 def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
@@ -67,13 +74,20 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
         phase_counts = {(chr(v) if v else ""): int(c) for v, c in zip(vals.tolist(), counts.tolist())}
 
     sparse_types = sparse_dtypes()
+    dropped: dict[str, tuple[int, int]] = {}
     for table, phases in PHASES.items():
         mask = np.isin(ph, np.frombuffer(phases, dtype=np.uint8))
         rows = np.flatnonzero(mask)
         ts = dense["ts"][rows]
+        dur = None
         if table == "events":
             dur = dense["dur"][rows]
             dur = np.where(dur == MISSING_INT, 0, dur)  # a complete event without dur: zero-length
+        if table != "meta":  # metadata rows carry no time
+            keep, dropped[table] = _usable_times(ts, dur)
+            if not keep.all():
+                rows, ts, dur = rows[keep], ts[keep], (None if dur is None else dur[keep])
+        if table == "events":
             order = np.lexsort((-dur, ts))             # by start, longest (outermost) first
             dur = dur[order]
         else:
@@ -111,8 +125,39 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
         "toplevel": dict(decoded.toplevel),
         "phase_counts": phase_counts,
         "sparse_dtypes": {k: np.dtype(v).str for k, v in sparse_types.items()},
+        "notes": _dropped_notes(dropped),
     }
     return TraceState(arrays, strings, _detach_blob(decoded.args_blob, buf), meta)
+
+
+def _usable_times(ts: np.ndarray, dur: np.ndarray | None) -> tuple[np.ndarray, tuple[int, int]]:
+    """(rows to keep, (rows without a ts, rows out of range)).
+
+    The decoder writes MISSING_INT for a ts that is absent, null, text, an object or
+    beyond int64; such a row has no place on the time axis (kept, it became a sentinel
+    in every min, span and subtraction).  A ts or end beyond TIME_LIMIT_NS is dropped too.
+    """
+    missing = ts == MISSING_INT
+    ok = (ts > -TIME_LIMIT_NS) & (ts < TIME_LIMIT_NS)
+    if dur is not None:
+        ok &= (dur > -TIME_LIMIT_NS) & (dur < TIME_LIMIT_NS)
+        end = ts + np.where(ok, dur, 0)  # no overflow: both terms are below 2**62 where ok
+        ok &= (end > -TIME_LIMIT_NS) & (end < TIME_LIMIT_NS)
+    n_missing = int(missing.sum())
+    return ok, (n_missing, int(len(ts) - ok.sum()) - n_missing)
+
+
+def _dropped_notes(dropped: dict[str, tuple[int, int]]) -> list[str]:
+    """What the tables left out, in words (shown by the overview and `tb-profiler info`)."""
+    notes = []
+    for i, why in enumerate(("whose ts is missing or not a usable number (null, text, an object, or beyond int64)",
+                             "whose ts or end (ts + dur) lies beyond ±2^62 ns")):
+        counts = {t: c[i] for t, c in dropped.items() if c[i]}
+        if counts:
+            parts = ", ".join(f"{n} {_ROW_WORDS[t]}{'s' if n > 1 else ''}" for t, n in counts.items())
+            total = sum(counts.values())
+            notes.append(f"dropped {total} event{'s' if total > 1 else ''} {why}: {parts}")
+    return notes
 
 
 def _densify(decoded: Decoded, name: str, types, inverse: np.ndarray, m: int) -> np.ndarray:

@@ -49,6 +49,8 @@ class Trace:
         self.source: str = meta.get("source", "<bytes>")
         self.n_rows: int = int(meta.get("n_rows", 0))
         self.phase_counts: dict[str, int] = dict(meta.get("phase_counts", {}))
+        # What building the tables left out and why (e.g. events without a usable ts).
+        self.notes: list[str] = list(meta.get("notes", []))
         self.decode_seconds: float = float(meta.get("decode_seconds", decode_seconds))
         self.from_cache = from_cache
         self.load_seconds: float = 0.0
