@@ -18,6 +18,9 @@ Cases:
                             overview + memory curve
   fifo                      load() of a FIFO (no writer)
   names                     discovery of rank-0.json.gz, rank-1.json.gz (+ non-traces)
+  scan                      discover() of 256 rank-N.json.gz of 2 MB text each + 256 other
+                            JSON files, twice (the second scan reads no file: sniff results
+                            are kept per (path, size, mtime))
 """
 from __future__ import annotations
 
@@ -54,6 +57,14 @@ try:
         run = tb_profiler.load_run(path, cache=False)
         out["workers"] = run.workers
         out["ranks"] = len(run.distributed()["ranks"])
+    elif case == "scan":
+        from tb_profiler.io.discovery import discover
+        for key in ("first_scan_s", "next_scan_s"):
+            t = time.perf_counter()
+            found = discover(path)
+            out[key] = round(time.perf_counter() - t, 4)
+        out["workers"] = sum(len(r.workers) for r in found.runs)
+        out["skipped"] = len(found.skipped)
     else:
         trace = tb_profiler.load(path, cache=False)
         out["events"] = len(trace.events)
@@ -129,7 +140,22 @@ def make_inputs(big: bool) -> dict[str, Path]:
         (names / f"rank-{rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     (names / "config.json").write_text('{"lr": 0.1}')
     files["names"] = names
+    files["scan"] = _scan_folder()
     return files
+
+
+def _scan_folder() -> Path:
+    scan = OUT / "scan"
+    if scan.exists():
+        return scan
+    scan.mkdir()
+    ops = [{"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 1000 + i, "dur": 1}
+           for i in range(20000)]
+    for rank in range(256):
+        doc = {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 256}, "traceEvents": ops}
+        (scan / f"rank-{rank}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode(), 1))
+        (scan / f"metrics-{rank}.json").write_text(json.dumps({"loss": [1.0] * 1000}))
+    return scan
 
 
 def run_case(code: str, case: str, path: Path, timeout: float) -> dict:

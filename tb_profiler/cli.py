@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     runs = sub.add_parser("runs", help="list runs, workers and spans under a logdir, and the files skipped")
-    runs.add_argument("logdir", help="a folder or fsspec URL holding *.pt.trace.json[.gz] files")
+    runs.add_argument("logdir", help="a folder or fsspec URL holding trace files (*.json[.gz])")
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.set_defaults(func=cmd_runs)
 
@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.set_defaults(func=cmd_diff)
 
     serve = sub.add_parser("serve", help="serve the profiler UI and its JSON API for a logdir, without TensorBoard")
-    serve.add_argument("logdir", help="a folder or fsspec URL holding runs of *.pt.trace.json[.gz] files")
+    serve.add_argument("logdir", help="a folder or fsspec URL holding runs of trace files (*.json[.gz])")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=6006, help="port (default 6006; 0 picks a free one)")
     serve.add_argument("--memory-mb", type=int, help="memory for parsed traces, LRU (default $TB_PROFILER_MEMORY_MB or 2048)")
@@ -104,7 +104,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for s in found.skipped:
         _error(f"skipped {s.path}: {s.reason}")
     if not found.runs:
-        _error(f"{args.logdir}: no runs found (no *.pt.trace.json[.gz] files)")
+        _error(f"{args.logdir}: no runs found (no trace files)")
         return EXIT_BAD_INPUT
     return EXIT_OK
 
@@ -162,7 +162,7 @@ def _expand_paths(paths: Sequence[str]) -> tuple[list[str], bool]:
                 _error(f"skipped {s.path}: {s.reason}")
             listed = [span.path for run in found.runs for span in run.files]
             if not listed:
-                _error(f"{path}: no *.pt.trace.json[.gz] files found")
+                _error(f"{path}: no trace files found")
                 failed = True
             files.extend(listed)
     return files, failed

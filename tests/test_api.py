@@ -34,7 +34,7 @@ def test_load_run_picks_workers_and_spans():
 
 
 def test_load_run_errors_name_the_problem(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no \\*.pt.trace.json"):
+    with pytest.raises(FileNotFoundError, match="no trace files found"):
         tb_profiler.load_run(tmp_path)
     with pytest.raises(ValueError, match="holds 2 runs"):
         tb_profiler.load_run(V100)

@@ -82,7 +82,8 @@ def test_skip_reasons(tmp_path):
     run = tmp_path / "run"
     touch(run / "good.1.pt.trace.json")
     touch(run / "empty.1.pt.trace.json", b"")
-    touch(run / "trace.json")                       # JSON in a run folder, name without worker
+    touch(run / "trace.json")                       # named otherwise, a trace by its head: worker "trace"
+    touch(run / "config.json", b'{"lr": 0.1}')      # JSON in a run folder, not a trace
     touch(run / "w.pt.trace.json.zst")              # other compression
     touch(run / "w.pt.trace.json.bak")              # other suffix
     touch(run / "dup.7.pt.trace.json")
@@ -90,20 +91,20 @@ def test_skip_reasons(tmp_path):
     touch(run / "dup.7.pt.trace.json.gz")
     (run / "folder.pt.trace.json").mkdir()
     os.mkfifo(run / "fifo.pt.trace.json")
-    touch(tmp_path / "other" / "config.json")       # not a run folder: not reported
+    touch(tmp_path / "other" / "config.json", b'{"lr": 0.1}')  # not a run folder: not reported
     d = discover(tmp_path)
     r = reasons(d)
-    assert set(r) == {"empty.1.pt.trace.json", "trace.json", "w.pt.trace.json.zst", "w.pt.trace.json.bak",
+    assert set(r) == {"empty.1.pt.trace.json", "config.json", "w.pt.trace.json.zst", "w.pt.trace.json.bak",
                       "dup.7.pt.trace.json", "folder.pt.trace.json", "fifo.pt.trace.json"}
     assert r["empty.1.pt.trace.json"].startswith("empty file")
-    assert "WORKER[.SPAN].pt.trace.json[.gz]" in r["trace.json"]
+    assert r["config.json"] == "JSON, but not a Kineto trace: no traceEvents in the file"
     assert "only '.gz' is supported" in r["w.pt.trace.json.zst"]
     assert "'.bak'" in r["w.pt.trace.json.bak"]
     assert "dup.7.pt.trace.json.gz" in r["dup.7.pt.trace.json"]
     assert "folder" in r["folder.pt.trace.json"]
     assert r["fifo.pt.trace.json"] == discovery.NOT_REGULAR
     assert [r.name for r in d.runs] == ["run"]
-    assert sorted(d.run("run").workers) == ["dup", "good"]
+    assert sorted(d.run("run").workers) == ["dup", "good", "trace"]
     assert d.run("run").workers["dup"][0].path.endswith(".gz")
 
 

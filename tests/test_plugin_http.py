@@ -106,7 +106,7 @@ def make_logdir(dst: Path, sample_logdir: Path) -> Path:
         p.chmod(0o644)
     (dst / "broken").mkdir()
     (dst / "broken" / "w.1.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "a')
-    (dst / "cnn_workers0" / "notes.json").write_text("{}")  # a JSON file named unlike a trace
+    (dst / "cnn_workers0" / "notes.json").write_text("{}")  # a JSON file that is not a trace
     return dst
 
 
@@ -196,7 +196,7 @@ def test_runs_workers_spans_and_the_broken_file(server):
     (broken,) = server.until(broken_listed, what="the broken file in skipped")
     assert broken["run"] == "broken" and "byte" in broken["reason"] and str(server.logdir) not in broken["reason"]
     notes = [s for s in server.get("skipped")["skipped"] if s["path"] == "cnn_workers0/notes.json"]
-    assert notes and "WORKER[.SPAN].pt.trace.json" in notes[0]["reason"]
+    assert notes and notes[0]["reason"] == "JSON, but not a Kineto trace: no traceEvents in the file"
     assert "broken" not in server.get("runs")["runs"]
     err = server.get("overview?run=broken", expect=404)
     assert "byte" in err["error"]

@@ -138,8 +138,9 @@ export function App() {
       <Progress progress={status.data ? { loading: true, loaded_bytes: status.data.loaded_bytes, total_bytes: status.data.total_bytes } : null} />
     ) : (
       <Empty title="No profiler traces found">
-        The log directory holds no <span className="mono">*.pt.trace.json</span> or{" "}
-        <span className="mono">*.pt.trace.json.gz</span> files that could be read. Write traces with{" "}
+        The log directory holds no trace files (<span className="mono">*.json</span> or{" "}
+        <span className="mono">*.json.gz</span> with a <span className="mono">traceEvents</span> list) that could
+        be read. Write traces with{" "}
         <span className="mono">torch.profiler.tensorboard_trace_handler(dir)</span> (or{" "}
         <span className="mono">tb_profiler.tensorboard_trace_handler</span>) and point the log directory at <span className="mono">dir</span>
         {status.data?.skipped?.length ? "; the files listed as skipped above were found but could not be used." : "."}

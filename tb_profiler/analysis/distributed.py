@@ -69,7 +69,7 @@ from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.recommendations import fmt_ns
 from tb_profiler.analysis.steps import step_notes, steps, valid_times
-from tb_profiler.io.discovery import parse_trace_name
+from tb_profiler.io.discovery import worker_name
 from tb_profiler.trace.categories import Kind, kind_mask
 from tb_profiler.trace.roles import Role
 
@@ -130,9 +130,8 @@ def _step_windows(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]
 # -- across ranks -----------------------------------------------------------------------
 
 def _worker_name(trace) -> str:
-    base = _file(trace)
-    parsed = parse_trace_name(base)
-    return parsed[0] if parsed else base
+    """The worker as discovery names it (torch's naming, else the file name's stem)."""
+    return worker_name(_file(trace))[0]
 
 
 def _file(trace) -> str:

@@ -1,20 +1,31 @@
 """Find runs, workers and spans under a logdir (a local path or any fsspec URL).
 
-The rules are torch-tb-profiler's, so existing logdirs look the same:
+The rules extend torch-tb-profiler's, so existing logdirs look the same:
 
-- a folder (the logdir itself or any subfolder, recursively) holding
-  ``*.pt.trace.json[.gz]`` files is a run, named by its path relative to the
-  logdir (the logdir itself: its base name);
-- ``^(.*?)(\\.\\d+)?\\.pt\\.trace\\.json(\\.gz)?$`` splits a file name into
-  worker and span (the numeric suffix, usually the writer's time_ns; a file
-  without one is the worker's only span); spans sort numerically (the old
-  plugin sorted them as text, which misorders suffixes of different lengths).
+- a folder (the logdir itself or any subfolder, recursively) holding trace
+  files is a run, named by its path relative to the logdir (the logdir
+  itself: its base name);
+- ``*.pt.trace.json[.gz]`` files are traces by their name, and
+  ``^(.*?)(\\.\\d+)?\\.pt\\.trace\\.json(\\.gz)?$`` splits it into worker and span
+  (the numeric suffix, usually the writer's time_ns; a file without one is the
+  worker's only span); spans sort numerically (the old plugin sorted them as
+  text, which misorders suffixes of different lengths);
+- any other ``*.json[.gz]`` file is a trace when its head says so (``sniff``:
+  a JSON object with a ``traceEvents`` key, or the legacy bare array of events),
+  as HTA's test data, job launchers and other tools name them
+  (``rank-0.json.gz``, ``trace.json``, ``step_trace.json.gz``); its worker is the
+  file name without ``.json[.gz]`` and a trailing ``_trace`` / ``.trace``, its
+  only span has no suffix. Files of both namings in one folder form one run.
+  Workers sort naturally (``rank-2`` before ``rank-10``).
 
-Unlike the old plugin, a file that looks like a trace but cannot be used is
-reported in ``skipped`` with a reason, instead of vanishing silently.
+Unlike the old plugin, a file that looks like a trace but cannot be used, and
+any other JSON file in a run folder, is reported in ``skipped`` with a reason,
+instead of vanishing silently.
 
-Why no file is opened: a background watcher calls ``discover`` every few
-seconds, so it only lists folders and stats files. Names on disk are untrusted:
+Why discovery stays cheap: a background watcher calls ``discover`` every few
+seconds, so it lists folders and stats files; the only reads are the heads
+(at most SNIFF_BYTES of text) of JSON files not named like torch's traces, each
+done once per (path, size, mtime) and remembered. Names on disk are untrusted:
 nothing outside the logdir is ever listed (symbolic links leaving it are
 skipped, ``..`` components are rejected). Hidden names (``.*``), and with them
 the writer's in-progress temp files, are ignored altogether.
@@ -22,17 +33,20 @@ the writer's in-progress temp files, are ignored altogether.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import re
 import stat as _stat
 from dataclasses import dataclass, field
 
-from tb_profiler.io.read import is_url
+from tb_profiler.io.read import INFLATE_ERRORS, is_url, read_head
 
-__all__ = ["TRACE_NAME_RE", "SpanFile", "RunInfo", "SkippedFile", "Discovery", "discover", "parse_trace_name"]
+__all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "Sniff", "SpanFile", "discover",
+           "natural_key", "parse_trace_name", "sniff", "worker_name"]
 
 TRACE_NAME_RE = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(\.gz)?$")
 _TRACE_INFIX = ".pt.trace.json"
+SNIFF_BYTES = 64 << 10  # of text: Kineto writes traceEvents after a few KB of deviceProperties at most
 
 
 @dataclass(frozen=True)
@@ -81,6 +95,60 @@ def parse_trace_name(name: str) -> tuple[str, str | None] | None:
     return m.group(1), (m.group(2)[1:] if m.group(2) else None)
 
 
+def worker_name(name: str) -> tuple[str, str | None]:
+    """``(worker, span)`` of any trace file name: torch's naming where it is used, else the
+    name without ``.json[.gz]`` and a trailing ``_trace`` / ``.trace`` (``rank-0.json.gz``
+    -> ``rank-0``; ``step_trace.json`` -> ``step``; ``trace.json`` -> ``trace``), span None."""
+    parsed = parse_trace_name(name)
+    if parsed:
+        return parsed
+    stem = name.removesuffix(".gz").removesuffix(".json")
+    for suffix in ("_trace", ".trace"):
+        if stem.endswith(suffix) and len(stem) > len(suffix):
+            return stem[:-len(suffix)], None
+    return stem, None
+
+
+@dataclass(frozen=True)
+class Sniff:
+    """What a JSON file's head says: a trace, or why not."""
+
+    trace: bool
+    reason: str | None = None  # for a file that is not a trace, worded for the user
+
+
+_OBJECT_TRACE = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENT_KEY = re.compile(rb'"ph"\s*:')
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def sniff(path: str, size: int, mtime: float) -> Sniff:
+    """Whether the file at path is a Kineto trace, from at most SNIFF_BYTES of its text.
+
+    Keyed by (path, size, mtime) so the watcher re-reads a file only when it changed; a
+    read error raises (OSError, io.read.INFLATE_ERRORS) and is not remembered.
+    """
+    return classify_head(read_head(path, SNIFF_BYTES))
+
+
+def classify_head(head: bytes) -> Sniff:
+    """A trace: ``{... "traceEvents": [`` or a bare array whose first element is an event."""
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    whole = len(head) < SNIFF_BYTES
+    within = "in the file" if whole else f"in its first {SNIFF_BYTES >> 10} KB"
+    if text[:1] == b"{":
+        if _OBJECT_TRACE.search(text):
+            return Sniff(True)
+        return Sniff(False, f"JSON, but not a Kineto trace: no traceEvents {within}")
+    if text[:1] == b"[":
+        if text[1:].lstrip()[:1] == b"{" and _EVENT_KEY.search(text):
+            return Sniff(True)
+        return Sniff(False, f"a JSON array, but not of trace events (no \"ph\" {within})")
+    if not text:
+        return Sniff(False, "only whitespace" if whole else f"only whitespace in its first {SNIFF_BYTES >> 10} KB")
+    return Sniff(False, f"not JSON: it starts with {bytes(text[:16])!r}")
+
+
 # Reasons, worded for the user.
 EMPTY = "empty file (0 bytes): the profiler probably crashed or was killed while writing it"
 UNREADABLE = "permission denied: this process cannot read the file"
@@ -90,8 +158,6 @@ BROKEN_LINK = "broken symbolic link: its target does not exist"
 LINK_OUTSIDE = "symbolic link pointing outside the logdir: not followed"
 LINK_DIR_INSIDE = "symbolic link to a folder inside the logdir: not followed (its traces are listed under their real folder)"
 DOTDOT = "path has a '..' component: ignored, it could leave the logdir"
-BAD_NAME = ("JSON file in a run folder whose name does not follow WORKER[.SPAN].pt.trace.json[.gz]: "
-            "rename it (e.g. worker0.pt.trace.json) to load it")
 
 
 _COMPRESSIONS = {".zst", ".zstd", ".bz2", ".xz", ".lzma", ".lz4", ".zip", ".7z", ".br", ".z", ".tgz", ".tar"}
@@ -122,7 +188,7 @@ class _Collector:
     def __init__(self, logdir: str, root_name: str):
         self.logdir, self.root_name = logdir, root_name
         self.folders: dict[str, tuple[str, list[tuple[str, str, int, float]]]] = {}
-        self.other_json: dict[str, list[str]] = {}
+        self.other_json: dict[str, list[SkippedFile]] = {}  # reported only where the folder is a run
         self.skipped: list[SkippedFile] = []
 
     def skip(self, path: str, reason: str) -> None:
@@ -134,11 +200,32 @@ class _Collector:
             if size == 0:
                 self.skip(path, EMPTY)
             else:
-                self.folders.setdefault(rel_dir, (dir_path, []))[1].append((name, path, size, mtime))
+                self._trace(rel_dir, dir_path, name, path, size, mtime)
         elif _looks_like_trace(name):
             self.skip(path, _bad_suffix(name))
         elif _is_json(name):
-            self.other_json.setdefault(rel_dir, []).append(path)
+            self._other_json(rel_dir, dir_path, name, path, size, mtime)
+
+    def _trace(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float) -> None:
+        self.folders.setdefault(rel_dir, (dir_path, []))[1].append((name, path, size, mtime))
+
+    def _other_json(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float) -> None:
+        """A JSON file not named like torch's traces: a trace if its head says so."""
+        if size == 0:
+            self.other_json.setdefault(rel_dir, []).append(SkippedFile(path, EMPTY))
+            return
+        try:
+            found = sniff(path, size, mtime)
+        except INFLATE_ERRORS as e:
+            self.skip(path, f"not a readable gzip file: {e}")
+            return
+        except OSError as e:
+            self.skip(path, f"cannot be read: {e.strerror or e}")
+            return
+        if found.trace:
+            self._trace(rel_dir, dir_path, name, path, size, mtime)
+        else:
+            self.other_json.setdefault(rel_dir, []).append(SkippedFile(path, found.reason))
 
     def result(self) -> Discovery:
         runs = []
@@ -149,15 +236,14 @@ class _Collector:
             else:
                 name = rel
             runs.append(RunInfo(name, dir_path, self._workers(files)))
-            for path in self.other_json.get(rel, []):
-                self.skip(path, BAD_NAME)
+            self.skipped += self.other_json.get(rel, [])
         runs.sort(key=lambda r: r.name)
         return Discovery(self.logdir, runs, sorted(self.skipped, key=lambda s: s.path))
 
     def _workers(self, files) -> dict[str, list[SpanFile]]:
         by_worker: dict[str, dict[str | None, tuple[str, str, int, float]]] = {}
         for name, path, size, mtime in sorted(files):
-            worker, span = parse_trace_name(name)
+            worker, span = worker_name(name)
             spans = by_worker.setdefault(worker, {})
             old = spans.get(span)
             if old is not None:  # e.g. w.1.pt.trace.json next to w.1.pt.trace.json.gz
@@ -167,10 +253,15 @@ class _Collector:
             else:
                 spans[span] = (name, path, size, mtime)
         out = {}
-        for worker in sorted(by_worker):
+        for worker in sorted(by_worker, key=natural_key):
             ordered = sorted(by_worker[worker].items(), key=lambda kv: -1 if kv[0] is None else int(kv[0]))
             out[worker] = [SpanFile(span, i, p, size, mtime) for i, (span, (_, p, size, mtime)) in enumerate(ordered, 1)]
         return out
+
+
+def natural_key(name: str) -> list:
+    """Sort key for worker names: digit runs compare as numbers (rank-2 before rank-10)."""
+    return [int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name))]
 
 
 def _inside(path: str, root: str) -> bool:
@@ -270,8 +361,9 @@ def _walk_fsspec(url: str, c: _Collector) -> None:
 def discover(logdir: str | os.PathLike) -> Discovery:
     """List the runs under ``logdir`` and the trace-like files that cannot be used.
 
-    Cheap (listing and stat only), so it can be called again and again; the
-    result compares equal when nothing changed.
+    Cheap (listing and stat, plus the head of each JSON file not named like torch's
+    traces, once per version of it), so it can be called again and again; the result
+    compares equal when nothing changed.
     """
     logdir = os.fspath(logdir)
     if is_url(logdir):

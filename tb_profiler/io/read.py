@@ -28,18 +28,18 @@ from tb_profiler.errors import TraceFormatError
 # inflates 2-3x faster than zlib with the same API (not the same end-of-stream
 # behaviour: both paths are tested by swapping ``inflater``).
 INFLATERS: dict[str, object] = {"zlib": zlib}
-_ZLIB_ERRORS: tuple[type[BaseException], ...] = (zlib.error,)
+INFLATE_ERRORS: tuple[type[BaseException], ...] = (zlib.error,)
 try:
     from isal import isal_zlib as _isal_zlib
 
     INFLATERS["isal"] = _isal_zlib
-    _ZLIB_ERRORS += (_isal_zlib.error,)
+    INFLATE_ERRORS += (_isal_zlib.error,)
 except ImportError:  # pragma: no cover - isal is an optional speed-up
     pass
 inflater = INFLATERS.get("isal", zlib)
 
-__all__ = ["read_trace_bytes", "stat_key", "is_url", "source_id", "max_trace_bytes", "open_regular",
-           "NotARegularFile", "MAX_BYTES_ENV"]
+__all__ = ["INFLATE_ERRORS", "MAX_BYTES_ENV", "NotARegularFile", "is_url", "max_trace_bytes", "open_regular",
+           "read_head", "read_trace_bytes", "source_id", "stat_key"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _IN_CHUNK = 1 << 20   # compressed bytes fed per call
@@ -276,7 +276,7 @@ def _gunzip(comp: np.ndarray, source: str, limit: int, over: str) -> np.ndarray:
             if src[start:start + 2] != _GZIP_MAGIC:
                 _check_padding(comp, start, source)
                 break
-    except _ZLIB_ERRORS as e:
+    except INFLATE_ERRORS as e:
         raise TraceFormatError(source, f"corrupt gzip data ({e})", offset=sink.pos) from None
     finally:
         src.release()
@@ -374,6 +374,37 @@ def _check_padding(comp: np.ndarray, start: int, source: str) -> None:
             source, f"trailing garbage: the gzip data ends at compressed byte {start}, and the {len(rest)} bytes "
                     f"after it are neither another gzip member nor zero padding (first non-zero byte at "
                     f"{at}: {bytes(comp[at:at + 8]).hex(' ')})")
+
+
+def read_head(path_or_url: str | os.PathLike, n: int) -> bytes:
+    """The first n bytes of a file's text, inflating only the head of a gzip file.
+
+    Why: discovery tells a trace from other JSON by its head, and must stay cheap on a
+    folder of big files.  Raises OSError (NotARegularFile included) or INFLATE_ERRORS.
+    """
+    if is_url(path_or_url):
+        import fsspec
+
+        with fsspec.open(os.fspath(path_or_url), "rb") as f:
+            return _head_of(f, n)
+    with open_regular(_local(path_or_url)) as f:
+        return _head_of(f, n)
+
+
+def _head_of(f, n: int) -> bytes:
+    """At most n bytes of text from f: as is, or inflated from a gzip start."""
+    first = f.read(min(n, 1 << 14))
+    if first[:2] != _GZIP_MAGIC:
+        return first + (f.read(n - len(first)) if len(first) < n and first else b"")
+    d = inflater.decompressobj(31)
+    out, data = [], first
+    got = 0
+    while data and got < n and not d.eof:
+        piece = d.decompress(data, n - got)
+        out.append(piece)
+        got += len(piece)
+        data = d.unconsumed_tail or (b"" if d.eof else f.read(1 << 14))
+    return b"".join(out)[:n]
 
 
 def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from werkzeug.wrappers import Request, Response
 
+from tb_profiler.io.discovery import natural_key
 from tb_profiler.plugin import ROUTE_PREFIX, static, views
 from tb_profiler.plugin.state import FAILED, FileEntry, LoadFailed, ProfilerState
 
@@ -233,7 +234,7 @@ class ProfilerApp:
         return [e for e in entries if e.state != FAILED]
 
     def _workers(self, entries: list[FileEntry]) -> list[str]:
-        return sorted({e.worker for e in self._usable(entries)})
+        return sorted({e.worker for e in self._usable(entries)}, key=natural_key)  # discovery's order
 
     def _entry(self, p: Params, prefix: str = "") -> FileEntry:
         """The file that run/worker/span (exp_run/... with prefix "exp_") name."""
@@ -241,7 +242,7 @@ class ProfilerApp:
         entries = self._run_entries(run)
         worker = p.text(prefix + "worker")
         if worker in (None, "", "All"):
-            workers = self._workers(entries) or sorted({e.worker for e in entries})
+            workers = self._workers(entries) or sorted({e.worker for e in entries}, key=natural_key)
             worker = workers[0]
         mine = [e for e in entries if e.worker == worker]
         if not mine:
@@ -358,7 +359,7 @@ class ProfilerApp:
         for e in usable:
             if e.worker not in latest or e.index > latest[e.worker].index:
                 latest[e.worker] = e
-        chosen = [latest[w] for w in sorted(latest)]
+        chosen = [latest[w] for w in sorted(latest, key=natural_key)]
         n_workers = len(chosen)
         return self.compute(request, chosen, lambda traces: views.views(traces, n_workers))
 

@@ -26,6 +26,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from tb_profiler.io.discovery import natural_key
+
 logger = logging.getLogger("tb_profiler.plugin")
 
 DEFAULT_MEMORY_MB = 2048
@@ -385,7 +387,7 @@ class ProfilerState:
                 state = ("loading" if any(s in (PENDING, LOADING) for s in states)
                          else "failed" if es and failed == len(es) else "ready")
                 workers: dict[str, list[dict]] = {}
-                for e in sorted(es, key=lambda e: (e.worker, e.index)):
+                for e in sorted(es, key=lambda e: (natural_key(e.worker), e.index)):
                     workers.setdefault(e.worker, []).append(
                         {"span": str(e.index), "suffix": e.suffix, "size": e.size, "state": e.state,
                          "error": e.error})

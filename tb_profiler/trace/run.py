@@ -106,7 +106,8 @@ class Run:
 
 def load_run(dir_or_url: str | os.PathLike, *, cache: bool = True,
              cache_dir: str | os.PathLike | None = None) -> Run:
-    """The run in a folder (local or fsspec URL) holding *.pt.trace.json[.gz] files.
+    """The run in a folder (local or fsspec URL) holding trace files (see io.discovery:
+    ``*.pt.trace.json[.gz]``, and any ``*.json[.gz]`` whose head is a Kineto trace).
 
     Raises FileNotFoundError when it holds no trace files, and ValueError when it holds
     several runs (subfolders), naming them so the caller can pick one.
@@ -114,7 +115,7 @@ def load_run(dir_or_url: str | os.PathLike, *, cache: bool = True,
     found = discover(os.fspath(dir_or_url))
     if not found.runs:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in found.skipped[:5])
-        raise FileNotFoundError(f"{dir_or_url}: no *.pt.trace.json[.gz] files found" +
+        raise FileNotFoundError(f"{dir_or_url}: no trace files found" +
                                 (f" (skipped: {reasons})" if reasons else ""))
     if len(found.runs) > 1:
         names = ", ".join(r.name for r in found.runs)
