@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 
 from tb_profiler.io.read import INFLATE_ERRORS, is_url, read_head
 
-__all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "Sniff", "SpanFile", "discover",
-           "natural_key", "parse_trace_name", "sniff", "worker_name"]
+__all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "Sniff", "SpanFile",
+           "classify_head", "discover", "natural_key", "parse_trace_name", "sniff", "worker_name"]
 
 TRACE_NAME_RE = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(\.gz)?$")
 _TRACE_INFIX = ".pt.trace.json"
@@ -132,7 +132,8 @@ def sniff(path: str, size: int, mtime: float) -> Sniff:
 
 
 def classify_head(head: bytes) -> Sniff:
-    """A trace: ``{... "traceEvents": [`` or a bare array whose first element is an event."""
+    """A trace: ``{... "traceEvents": [``, or a bare array of objects with a ``"ph"`` key
+    (the legacy layout).  A regex over the head, not a parse: the head is cut anywhere."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     whole = len(head) < SNIFF_BYTES
     within = "in the file" if whole else f"in its first {SNIFF_BYTES >> 10} KB"

@@ -52,7 +52,7 @@ _MEMORY_FRACTION = 2  # default limit: 1/2 of the available memory (decoding nee
 
 
 class NotARegularFile(OSError):
-    """A path that is a FIFO, device, socket or folder: reading it could block or never end."""
+    """A path that is a FIFO, device or socket: reading it could block or never end."""
 
 
 _FILE_TYPES = ((_stat.S_ISFIFO, "a FIFO"), (_stat.S_ISSOCK, "a socket"),
@@ -83,8 +83,10 @@ def open_regular(path: str | os.PathLike):
 
 def max_trace_bytes() -> int:
     """Most bytes of JSON text one trace may hold: $TB_PROFILER_MAX_TRACE_BYTES, else half
-    the memory available now (at least 64 MiB).  Why: a gzip bomb (2 MB inflating to 2 GiB) must fail with a message,
-    not take the machine's memory; and a trace bigger than this could not be decoded anyway.
+    the memory available now (at least 64 MiB).
+
+    Why: a gzip bomb (2 MB inflating to 2 GiB) must fail with a message, not take the
+    machine's memory; and a trace bigger than this could not be decoded anyway.
     """
     raw = os.environ.get(MAX_BYTES_ENV)
     if raw:
