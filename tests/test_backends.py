@@ -120,6 +120,20 @@ def test_rocm_matrix_cores(traces):
     assert overview(t, 1)["matrix_unit"] == "Matrix cores"
 
 
+@pytest.mark.parametrize("name", ["MTIA", "XPU", "PrivateUse1", "HPU"])
+def test_no_tensor_core_figure_where_kernel_names_do_not_tell(traces, name):
+    """The tensor-core name lists are NVIDIA's and AMD's: on other backends the figure is
+    unknown (null, no column, no pie), never a false 0 %."""
+    t = traces[name]
+    assert t.matrix_unit is None
+    assert np.isnan(device_summary(t)["tensor_core_pct"].iloc[0])
+    tc = kernel_tc(t)
+    assert tc["unit"] is None and tc["using_tc_pct"] is None and tc["rows"] == []
+    assert overview(t, 1)["matrix_unit"] is None
+    recs = [r["text"] for r in overview(t, 1)["recommendations"]]
+    assert not any("CUDA graphs" in r for r in recs), recs
+
+
 @pytest.mark.parametrize("name", ["MTIA", "CUPTI range", "XPU"])
 def test_cli_info_says_what_the_device_did(traces, name, capsys):
     from tb_profiler.cli import main

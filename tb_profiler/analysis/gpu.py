@@ -100,7 +100,7 @@ def _device_row(trace, dev_id: int, did: np.ndarray, win, device) -> dict:
         "utilization_pct": 100.0 * busy / span if span else np.nan,
         "sm_efficiency_pct": _sm_efficiency(s, e, ev["blocks_per_sm"][k], lo, hi),
         "occupancy_pct": _occupancy(s, e, ev["occupancy"][k], lo, hi),
-        "tensor_core_pct": 100.0 * d[tc].sum() / d.sum() if d.sum() else np.nan,
+        "tensor_core_pct": 100.0 * d[tc].sum() / d.sum() if d.sum() and trace.matrix_unit else np.nan,
     }
 
 

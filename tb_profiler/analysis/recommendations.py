@@ -264,7 +264,7 @@ def launch_bound_rule(trace):
                   "capture the remaining eager launches in the graph, fuse small operations, or give each "
                   "kernel more work (larger batches).")
     else:
-        advice = ("CUDA graphs or torch.compile (mode=\"reduce-overhead\") launch many kernels at once; "
+        advice = (f"{_graphs(trace)}torch.compile (mode=\"reduce-overhead\") launch many kernels at once; "
                   "fusing small operations or larger batches also help.")
     n_graph = int(graph.sum())
     what = f" ({n_graph} of them graph launches)" if n_graph else ""
@@ -280,6 +280,12 @@ def launch_bound_rule(trace):
                  "median_launch_ns": med_l, "unhidden_launch_ns": unhidden,
                  "unhidden_share_pct": 100 * unhidden / total},
                 None if graph_share >= 0.5 else _DOCS["graphs"])
+
+
+def _graphs(trace) -> str:
+    """"CUDA graphs or " / "HIP graphs or " where the backend has graphs to capture, else ""."""
+    word = {"CUDA": "CUDA graphs", "ROCm": "HIP graphs"}.get(trace.device_kinds[0] if trace.device_kinds else "")
+    return f"{word} or " if word else ""
 
 
 def _covered_in_steps(trace, starts: np.ndarray, ends: np.ndarray) -> int:
@@ -395,7 +401,7 @@ def idle_rule(trace):
                 f"runs CPU operators ({fmt_ns(host['cpu_exec'] / n_steps)}) or Python outside operators "
                 f"({fmt_ns(host['other'] / n_steps)}) instead of feeding it. The longest gap is "
                 f"{fmt_ns(ge[longest] - gs[longest])} in step {st['name'].iloc[step_idx[longest]]}{during}. Move "
-                "that work off the critical path, or let torch.compile / CUDA graphs cut host overhead.",
+                f"that work off the critical path, or let {_graphs(trace)}torch.compile cut host overhead.",
                 {"gaps": len(gs), "idle_ns": idle, "host_python_ns": int(python), "share_pct": 100 * share,
                  "gap_breakdown_ns": {k: int(v) for k, v in host.items()},
                  "longest_gap_ns": int(ge[longest] - gs[longest]), "longest_gap_start_ns": int(gs[longest]),

@@ -144,6 +144,8 @@ def kernel_tc(trace) -> dict:
     total = sum(r.get("total_ns") or 0 for r in rows)
     using = sum(r.get("total_ns") or 0 for r in rows if r.get("tensor_cores"))
     unit = trace.matrix_unit
+    if unit is None:  # kernel names do not tell on this backend
+        return {"total_ns": total, "using_tc_pct": None, "unit": None, "rows": []}
     return {"total_ns": total, "using_tc_pct": (using / total * 100.0) if total else None, "unit": unit,
             "rows": [{"name": f"Using {unit}", "value_ns": using},
                      {"name": f"Not using {unit}", "value_ns": total - using}]}

@@ -18,8 +18,9 @@ from tb_profiler.trace.strings import used_ids
 
 # Backend -> the word the UI uses for one device of it.
 DEVICE_WORDS = {"CUDA": "GPU", "ROCm": "GPU", "XPU": "XPU", "MTIA": "MTIA", "PrivateUse1": "NPU", "HPU": "HPU"}
-# Backend -> what its vendor calls the matrix-multiply units (AMD: matrix cores, Intel: XMX).
-MATRIX_UNITS = {"CUDA": "Tensor cores", "ROCm": "Matrix cores", "XPU": "XMX engines"}
+# Backend -> what its vendor calls the matrix-multiply units, for the backends whose kernel
+# names tell whether a kernel used them (analysis.tensor_cores); others have no such figure.
+MATRIX_UNITS = {"CUDA": "Tensor cores", "ROCm": "Matrix cores"}
 
 _BACKEND_KINDS = {
     "XPU": (Kind.XPU_RUNTIME, Kind.XPU_DRIVER, Kind.XPU_SYNC, Kind.XPU_SCOPE_PROFILER),

@@ -157,9 +157,11 @@ class Trace:
         return DEVICE_WORDS.get(self.device_kinds[0]) if self.device_kinds else None
 
     @property
-    def matrix_unit(self) -> str:
-        """What to call the matrix-multiply units the tensor-core figures are about."""
-        return MATRIX_UNITS.get(self.device_kinds[0], "Matrix units") if self.device_kinds else "Tensor cores"
+    def matrix_unit(self) -> str | None:
+        """What to call the matrix-multiply units the tensor-core figures are about ("Tensor
+        cores", "Matrix cores" on AMD); None on a backend whose kernel names do not tell
+        (MTIA, XPU, ...): no tensor-core figure is shown there rather than a false 0 %."""
+        return MATRIX_UNITS.get(self.device_kinds[0]) if self.device_kinds else "Tensor cores"
 
     @cached_property
     def devices(self) -> list[Device]:
@@ -269,7 +271,8 @@ class Trace:
         return distributed([self])
 
     def diff(self, other) -> dict:
-        """Operators and kernels of this trace against another trace (or list of traces)."""
+        """This trace against another (or a list of traces), per step: the step-time breakdown
+        first, then operators, kernels and modules (see analysis.diff)."""
         from tb_profiler.analysis.diff import diff
 
         return diff(self, other)

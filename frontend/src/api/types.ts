@@ -97,7 +97,7 @@ export interface OverviewReply {
   origin_ns: string | null;
   wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
   device_word: string;
-  matrix_unit?: string; // what the vendor calls its matrix units: "Tensor cores", "Matrix cores" (AMD), ...
+  matrix_unit?: string | null; // "Tensor cores", "Matrix cores" (AMD); null where kernel names do not tell
   environments: { title: string; value: string }[];
   steps: Step[];
   breakdown: { labels: Record<string, string>; ns: BreakdownRow[]; pct: BreakdownRow[] };
@@ -146,7 +146,7 @@ export interface OperatorRow {
 export interface OperatorTableReply {
   group_by: string;
   has_device: boolean;
-  matrix_unit?: string;
+  matrix_unit?: string | null;
   rows: OperatorRow[];
   notes?: string[];
 }
@@ -195,7 +195,7 @@ export interface KernelRow {
 
 export interface KernelTableReply {
   group_by: string;
-  matrix_unit?: string;
+  matrix_unit?: string | null;
   rows: KernelRow[];
   notes?: string[];
 }
@@ -203,7 +203,7 @@ export interface KernelTableReply {
 export interface TcPieReply {
   total_ns: number;
   using_tc_pct: number | null;
-  unit?: string;
+  unit?: string | null;
   rows: PieSlice[];
 }
 

@@ -23,7 +23,8 @@ export function KernelView({ st, sel, dark }: ViewProps) {
   const tc = useApi<TcPieReply>("kernel/tc_pie", sel);
   const table = useApi<KernelTableReply>("kernel/table", { ...sel, group_by: group });
 
-  const unit = (table.data?.matrix_unit ?? "Tensor cores").toLowerCase();
+  // null on a backend whose kernel names do not tell (MTIA, XPU, ...): no such column then
+  const unit = table.data?.matrix_unit ? table.data.matrix_unit.toLowerCase() : null;
   const cols = useMemo(() => {
     const c: Col<KernelRow>[] = [{ id: "name", header: "Kernel", value: (r) => r.name, width: 260 }];
     if (group === "KernelNameAndOp") {
@@ -35,9 +36,11 @@ export function KernelView({ st, sel, dark }: ViewProps) {
         { id: "smem", header: "Shared memory", value: (r) => r.shared_memory ?? null, kind: "bytes" },
       );
     }
+    if (unit) {
+      c.push({ id: "tc", header: `Uses ${unit}`, value: (r) => r.tensor_cores, kind: "bool" });
+      if (group === "KernelNameAndOp") c.push({ id: "optc", header: `Op eligible for ${unit}`, value: (r) => r.op_tc_eligible ?? null, kind: "bool" });
+    }
     c.push(
-      { id: "tc", header: `Uses ${unit}`, value: (r) => r.tensor_cores, kind: "bool" },
-      ...(group === "KernelNameAndOp" ? [{ id: "optc", header: `Op eligible for ${unit}`, value: (r: KernelRow) => r.op_tc_eligible ?? null, kind: "bool" as const }] : []),
       { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
       { id: "graph", header: "From graphs", value: (r) => r.graph_calls ?? null, kind: "count", title: "Calls launched by a graph launch (cudaGraphLaunch / hipGraphLaunch)" },
       { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us" },
@@ -63,7 +66,13 @@ export function KernelView({ st, sel, dark }: ViewProps) {
               <div className="grid-2x2">
                 <Pie title={`Kernels (total ${fmtDuration(p.total_ns)})`} slices={p.rows} dark={dark} />
                 <Loaded state={tc}>
-                  {(t) => <Pie title={`${t.unit ?? "Tensor cores"} (${fmtPct(t.using_tc_pct)} of kernel time)`} slices={t.rows} dark={dark} empty="No kernel time." />}
+                  {(t) =>
+                    t.unit ? (
+                      <Pie title={`${t.unit} (${fmtPct(t.using_tc_pct)} of kernel time)`} slices={t.rows} dark={dark} empty="No kernel time." />
+                    ) : (
+                      <div className="muted">Whether kernels use the device's matrix units is not known for this backend (its kernel names do not say).</div>
+                    )
+                  }
                 </Loaded>
               </div>
             ) : (

@@ -109,7 +109,7 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
   const top = st.top ?? "10";
   // pies by call stack would repeat the operator pies: those are shown instead
   const pies = useApi<OperationPieReply>("operation", { ...sel, group_by: byStack ? "Operation" : group, top });
-  const table = useApi<{ group_by: string; has_device: boolean; matrix_unit?: string; rows: OpRow[]; notes?: string[] }>("operation/table", { ...sel, group_by: group });
+  const table = useApi<{ group_by: string; has_device: boolean; matrix_unit?: string | null; rows: OpRow[]; notes?: string[] }>("operation/table", { ...sel, group_by: group });
 
   const cols = useMemo(() => {
     const hasDevice = table.data?.has_device ?? false;
@@ -135,8 +135,8 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
       { id: "hself", header: "Host self", value: (r) => r.host_self_ns, kind: "us", title: "Host time in the operator minus its child operators (µs)" },
       { id: "htotal", header: "Host total", value: (r) => r.host_total_ns, kind: "us", title: "Host time in the operator and its children (µs)" },
     );
-    if (hasDevice) {
-      const unit = (table.data?.matrix_unit ?? "Tensor cores").toLowerCase();
+    const unit = table.data?.matrix_unit ? table.data.matrix_unit.toLowerCase() : null;
+    if (hasDevice && unit) {
       c.push(
         { id: "tce", header: `Eligible for ${unit}`, value: (r) => r.tc_eligible, kind: "bool" },
         { id: "tcs", header: `Self on ${unit}`, value: (r) => r.tc_self_pct, kind: "pct" },

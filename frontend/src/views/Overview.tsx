@@ -113,8 +113,8 @@ export function OverviewView({ sel, dark }: ViewProps) {
           { id: "util", header: "Utilization", value: (r) => r.utilization_pct, kind: "pct", title: "Busy time over the steps' window" },
           { id: "sm", header: "Est. SM efficiency", value: (r) => r.sm_efficiency_pct, kind: "pct" },
           { id: "occ", header: "Est. achieved occupancy", value: (r) => r.occupancy_pct, kind: "pct" },
-          { id: "tc", header: `Kernel time using ${(d.matrix_unit ?? "Tensor cores").toLowerCase()}`, value: (r) => r.tensor_core_pct, kind: "pct" },
         ];
+        if (d.matrix_unit) devCols.push({ id: "tc", header: `Kernel time using ${d.matrix_unit.toLowerCase()}`, value: (r) => r.tensor_core_pct, kind: "pct" });
         const stepCols: Col<Step>[] = [
           { id: "step", header: "Step", value: (r) => r.step, kind: "count" },
           { id: "name", header: "Name", value: (r) => r.name },
