@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
@@ -114,15 +115,24 @@ def start_server(cmd: list[str], base: str, cache_dir: Path) -> subprocess.Popen
     return proc
 
 
-@pytest.fixture(scope="session")
-def serve_url(logdir, tmp_path_factory):
+@contextmanager
+def serving(logdir: Path, cache_dir: Path):
+    """A `tb-profiler serve` of logdir on a free port, loaded; yields its base URL."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = start_server([sys.executable, "-m", "tb_profiler.cli", "serve", str(logdir), "--port", str(port)],
-                  base, tmp_path_factory.mktemp("cache"))
-    yield base
-    proc.terminate()
-    proc.wait(timeout=20)
+                        base, cache_dir)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def serve_url(logdir, tmp_path_factory):
+    with serving(logdir, tmp_path_factory.mktemp("cache")) as base:
+        yield base
 
 
 class PageWatch:

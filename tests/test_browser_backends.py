@@ -8,10 +8,8 @@ device.
 """
 from __future__ import annotations
 
-import sys
-
 import pytest
-from browser_support import API, PageWatch, free_port, get_json, hash_state, start_server, wait_js
+from browser_support import API, PageWatch, get_json, hash_state, serving, wait_js
 from kineto_fixtures import BACKENDS, device_trace, write_trace
 
 RUNS = {"rocm": "ROCm", "mtia": "MTIA", "range": "CUPTI range"}
@@ -22,13 +20,8 @@ def backend_url(tmp_path_factory, playwright_browser):
     logdir = tmp_path_factory.mktemp("backends_logdir")
     for run, backend in RUNS.items():
         write_trace(logdir / run / "worker0.1700000000000.pt.trace.json.gz", device_trace(backend))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = start_server([sys.executable, "-m", "tb_profiler.cli", "serve", str(logdir), "--port", str(port)],
-                        base, tmp_path_factory.mktemp("cache"))
-    yield base
-    proc.terminate()
-    proc.wait(timeout=20)
+    with serving(logdir, tmp_path_factory.mktemp("cache")) as base:
+        yield base
 
 
 @pytest.fixture
