@@ -177,6 +177,9 @@ def test_worker_names(name, worker):
     (b'[{"name": "aten::mm", "ph": "X", "ts": 1, "dur": 2}]', True),  # the legacy bare array
     (b'[\n  {"ph": "X"', True),
     (b'{"events": [{"ph": "X"}], "note": "traceEvents"}', False),  # the word, not the key
+    # a 1,024-rank job's distributedInfo can fill the head before "traceEvents" comes
+    (b'{"schemaVersion": 1, "deviceProperties": [{"id": 0}], "distributedInfo": {"pg_config": [', True),
+    (b'{"schemaVersion": "2.0", "name": "some other tool"}', False),
     (b'[1, 2, {"ph": 3}]', False),
     (b'[]', False),
     (b'name,ts\nmm,1\n', False),

@@ -118,6 +118,10 @@ class Sniff:
 
 
 _OBJECT_TRACE = re.compile(rb'"traceEvents"\s*:\s*\[')
+# Kineto writes its metadata before the events: a big job's distributedInfo (pg_config over
+# every rank) can push "traceEvents" past the head, but these keys start within it.
+_KINETO_VERSION = re.compile(rb'"schemaVersion"\s*:')
+_KINETO_META = re.compile(rb'"(?:deviceProperties|distributedInfo)"\s*:')
 _EVENT_KEY = re.compile(rb'"ph"\s*:')
 
 
@@ -132,13 +136,15 @@ def sniff(path: str, size: int, mtime: float) -> Sniff:
 
 
 def classify_head(head: bytes) -> Sniff:
-    """A trace: ``{... "traceEvents": [``, or a bare array of objects with a ``"ph"`` key
-    (the legacy layout).  A regex over the head, not a parse: the head is cut anywhere."""
+    """A trace: ``{... "traceEvents": [``, or Kineto's ``schemaVersion`` with its
+    ``deviceProperties`` / ``distributedInfo`` (the events come after them), or a bare array
+    of objects with a ``"ph"`` key (the legacy layout).  A regex over the head, not a
+    parse: the head is cut anywhere."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     whole = len(head) < SNIFF_BYTES
     within = "in the file" if whole else f"in its first {SNIFF_BYTES >> 10} KB"
     if text[:1] == b"{":
-        if _OBJECT_TRACE.search(text):
+        if _OBJECT_TRACE.search(text) or (_KINETO_VERSION.search(text) and _KINETO_META.search(text)):
             return Sniff(True)
         return Sniff(False, f"JSON, but not a Kineto trace: no traceEvents {within}")
     if text[:1] == b"[":
