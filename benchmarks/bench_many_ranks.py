@@ -4,7 +4,7 @@ view of an N-rank run answers, how much memory the server takes, how much cache 
 
     python benchmarks/bench_many_ranks.py [--ranks 64] [--size 64M] [--timeout 300]
         [--current DIR] [--code BASELINE_DIR] [--no-warm] [--no-summarize] [--dask]
-        [--jobs 2] [--max-rss 12G] [--json]
+        [--jobs 2] [--max-rss 12G] [--json] [--json-out FILE]
 
 The run: benchmarks/make_many_ranks.py writes N ranks of SIZE JSON each (--size 0: the
 ddp_gloo sample's own size, ~0.4 MB) into ./bench-output/many-ranks/r{N}-{SIZE}/, once;
@@ -588,6 +588,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-rss", type=parse_size, default=parse_size("12G"),
                     help="kill a server whose process tree passes this RSS (default 12G)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--json-out", type=Path, help="also write the results as JSON to this file")
     args = ap.parse_args(argv)
 
     logdir, run, manifest = prepare_run(args.ranks, args.size, args.jobs)
@@ -607,6 +608,8 @@ def main(argv=None) -> int:
     if "baseline" in result["codes"]:
         result["ratios"] = ratios(result["codes"]["current"], result["codes"]["baseline"])
     result["goals"] = goal_lines(result)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(result, indent=2))
     if args.json:
         print(json.dumps(result, indent=2))
     else:
