@@ -197,15 +197,16 @@ def wait_rusage(proc: subprocess.Popen, timeout: float | None) -> int | None:
     """Waits for the child like Popen.wait (None past the timeout) and keeps its own peak
     RSS from wait4 (ru_maxrss), which no sampling interval can miss, in proc.maxrss."""
     end = None if timeout is None else time.monotonic() + timeout
-    while True:
+    while proc.returncode is None:
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
-            proc.maxrss = ru.ru_maxrss << 10
+            proc.maxrss = ru.ru_maxrss << 10  # KiB on Linux
             return proc.returncode
         if end is not None and time.monotonic() > end:
             return None
         time.sleep(0.05)
+    return proc.returncode
 
 
 def free_port() -> int:
@@ -335,10 +336,10 @@ def serve_once(code: Path, logdir: Path, run: str, cache_dir: Path, args, log: P
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
-        if proc.poll() is not None or sampler.killed:
+        if wait_rusage(proc, 0) is not None or sampler.killed:
             done.set()
         time.sleep(0.2)
-    exit_code = wait_rusage(proc, 0)
+    exit_code = wait_rusage(proc, 0)  # None: still running (stopped here)
     stop_group(proc.pid)
     if wait_rusage(proc, 15) is None:
         stop_group(proc.pid, hard=True)
@@ -515,7 +516,7 @@ def note(r: dict) -> str:
             parts.append(f"ranks in the answers: {sorted(x for x in seen if x is not None)}")
     if r.get("exit") not in (None, 0):
         parts.append(f"exit {r['exit']}")
-    if r.get("exited") is not None:
+    if r.get("exited") is not None and not r.get("killed"):
         parts.append(f"the server exited by itself ({r['exited']}): " + " | ".join(r.get("log_tail", [])[-2:]))
     if r.get("log_errors"):
         parts.append(f"{r['log_errors']} error lines in the log")
