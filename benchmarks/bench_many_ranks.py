@@ -3,8 +3,8 @@
 view of an N-rank run answers, how much memory the server takes, how much cache it leaves.
 
     python benchmarks/bench_many_ranks.py [--ranks 64] [--size 64M] [--timeout 300]
-        [--current DIR] [--code BASELINE_DIR] [--no-warm] [--no-summarize] [--dask]
-        [--jobs 2] [--max-rss 12G] [--json] [--json-out FILE]
+        [--current DIR] [--code BASELINE_DIR] [--server-args '--memory-mb 8192']
+        [--no-warm] [--no-summarize] [--dask] [--jobs 2] [--max-rss 12G] [--json] [--json-out FILE]
 
 The run: benchmarks/make_many_ranks.py writes N ranks of SIZE JSON each (--size 0: the
 ddp_gloo sample's own size, ~0.4 MB) into ./bench-output/many-ranks/r{N}-{SIZE}/, once;
@@ -30,6 +30,8 @@ and measured from the moment the process is started:
                 process's own VmHWM (its peak, so it misses no spike between samples: an
                 upper bound of the peak); "proc max": the started process's own peak
                 (ru_maxrss from wait4), exact for a server without worker processes;
+                "anon": the peak of the tree's RssAnon (heap; the rest of RSS is file pages,
+                e.g. mapped cache entries, which the kernel can drop);
   cache         the cache folder's size on disk after the server stopped (and its
                 summaries/ part).
 Where the checkout has `tb-profiler summarize` (tb_profiler.summary), also
@@ -132,19 +134,20 @@ def tree(pid: int) -> list[int]:
     return out
 
 
-def vm(pid: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) of a process in bytes; (0, 0) when it is gone."""
-    rss = hwm = 0
+def vm(pid: int) -> tuple[int, int, int]:
+    """(VmRSS, VmHWM, RssAnon) of a process in bytes; zeros when it is gone. RssAnon is the
+    heap part of VmRSS: the rest is file pages (mapped cache entries) and shared memory,
+    which the kernel can drop or share."""
+    out = {"VmRSS:": 0, "VmHWM:": 0, "RssAnon:": 0}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) << 10
-                elif line.startswith("VmHWM:"):
-                    hwm = int(line.split()[1]) << 10
+                key = line[:line.find(":") + 1]
+                if key in out:
+                    out[key] = int(line.split()[1]) << 10
     except OSError:
         pass
-    return rss, hwm
+    return out["VmRSS:"], out["VmHWM:"], out["RssAnon:"]
 
 
 class Sampler(threading.Thread):
@@ -154,7 +157,7 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.roots, self.max_rss = pids, max_rss
         self.t0 = time.monotonic()
-        self.peak = 0
+        self.peak = self.peak_anon = 0
         self.hwm: dict[int, int] = {}
         self.curve: list[tuple[float, int]] = []
         self.killed = None
@@ -163,16 +166,16 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         next_curve = 0.0
         while not self.stop.is_set():
-            total = 0
+            total = anon = 0
             for root in self.roots:
                 for p in tree(root):
-                    rss, hwm = vm(p)
-                    total += rss
+                    rss, hwm, heap = vm(p)
+                    total, anon = total + rss, anon + heap
                     self.hwm[p] = max(self.hwm.get(p, 0), hwm)
-            self.peak = max(self.peak, total)
+            self.peak, self.peak_anon = max(self.peak, total), max(self.peak_anon, anon)
             t = time.monotonic() - self.t0
             if t >= next_curve:
-                self.curve.append((round(t, 1), total))
+                self.curve.append((round(t, 1), total, anon))
                 next_curve = t + CURVE_S
             if total > self.max_rss and self.killed is None:
                 self.killed = f"killed at {t:.0f} s: process tree RSS {total / 2**30:.1f} GiB > --max-rss"
@@ -181,7 +184,7 @@ class Sampler(threading.Thread):
             self.stop.wait(SAMPLE_S)
 
     def figures(self) -> dict:
-        return {"peak_rss": self.peak, "hwm_sum": sum(self.hwm.values()), "processes": len(self.hwm),
+        return {"peak_rss": self.peak, "peak_anon": self.peak_anon, "hwm_sum": sum(self.hwm.values()), "processes": len(self.hwm),
                 "rss_curve": self.curve, "killed": self.killed}
 
 
@@ -321,7 +324,8 @@ def dir_size(path: Path) -> dict:
 def serve_once(code: Path, logdir: Path, run: str, cache_dir: Path, args, log: Path) -> dict:
     """One server process from start to the Distributed view's answers (or the timeout)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "tb_profiler.cli", "serve", str(logdir), "--port", str(port)]
+    cmd = [sys.executable, "-m", "tb_profiler.cli", "serve", str(logdir), "--port", str(port),
+           *args.server_args.split()]
     t0 = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=code, env=code_env(code, cache_dir), stdout=out, stderr=subprocess.STDOUT,
@@ -455,7 +459,7 @@ def measure(label: str, code: Path, logdir: Path, run: str, args, work: Path) ->
 
 # ------------------------------------------------------------------------------ report
 
-FIGURES = (("open_s", "s"), ("seconds", "s"), ("peak_rss", "GiB"), ("maxrss", "GiB"), ("hwm_sum", "GiB"),
+FIGURES = (("open_s", "s"), ("seconds", "s"), ("peak_rss", "GiB"), ("peak_anon", "GiB"), ("maxrss", "GiB"), ("hwm_sum", "GiB"),
            ("cache_bytes", "MiB"),
            ("summaries_bytes", "MiB"))
 
@@ -477,7 +481,8 @@ def print_table(result: dict) -> None:
           f"({m['json_bytes'] / 2**30:.2f} GiB of JSON, {m['files']} files, {m['copies']} copies per rank), "
           f"{result['logdir']}  [{made}]")
     print(f"timeout {result['timeout_s']} s, {result['cpus']} CPUs; open = all of {', '.join(ROUTES)} answered 200")
-    head = f"{'scenario':<24}{'code':<10}{'open/time s':>12}{'peak RSS':>10}{'proc max':>9}{'HWM sum':>9}{'cache MiB':>11}" \
+    head = f"{'scenario':<24}{'code':<10}{'open/time s':>12}{'peak RSS':>10}{'anon':>7}{'proc max':>9}{'HWM sum':>9}" \
+           f"{'cache MiB':>11}" \
            f"{'summ. MiB':>10}  note"
     print(head)
     print("-" * len(head))
@@ -488,12 +493,12 @@ def print_table(result: dict) -> None:
                 continue
             t = r.get("open_s", r.get("seconds"))
             print(f"{name:<24}{label:<10}{'never' if t is None else f'{t:.2f}':>12}{fmt(r['peak_rss'], 'GiB'):>10}"
-                  f"{fmt(r['maxrss'], 'GiB'):>9}{fmt(r['hwm_sum'], 'GiB'):>9}{fmt(r['cache_bytes'], 'MiB'):>11}"
+                  f"{fmt(r['peak_anon'], 'GiB'):>7}{fmt(r['maxrss'], 'GiB'):>9}{fmt(r['hwm_sum'], 'GiB'):>9}{fmt(r['cache_bytes'], 'MiB'):>11}"
                   f"{fmt(r['summaries_bytes'], 'MiB'):>10}  {note(r)}")
     for label, scenarios in result["codes"].items():
         for name, r in scenarios.items():
             if r.get("rss_curve"):
-                print(f"RSS curve [{label}] {name} (s: GiB): {curve_text(r['rss_curve'])}")
+                print(f"RSS curve [{label}] {name} (s: RSS/anon GiB): {curve_text(r['rss_curve'])}")
     if result.get("ratios"):
         print("ratios current / baseline (below 1: the current code is faster / smaller):")
         for name, figs in result["ratios"].items():
@@ -527,7 +532,7 @@ def curve_text(curve: list, points: int = 12) -> str:
     """About `points` (time, RSS) pairs, evenly spaced over the run, and the peak."""
     step = max(1, len(curve) // points)
     picked = curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else [])
-    return " ".join(f"{t:.0f}:{rss / 2**30:.2f}" for t, rss in picked)
+    return " ".join(f"{t:.0f}:{rss / 2**30:.1f}/{anon / 2**30:.1f}" for t, rss, anon in picked)
 
 
 def ratios(cur: dict, base: dict) -> dict:
@@ -580,6 +585,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=300, help="seconds a scenario may take before 'never'")
     ap.add_argument("--current", type=Path, default=ROOT, help="the checkout measured (default: this one)")
     ap.add_argument("--code", type=Path, help="a baseline checkout measured in the same run (ratios against it)")
+    ap.add_argument("--server-args", default="", help="more `tb-profiler serve` options, e.g. '--memory-mb 8192'")
     ap.add_argument("--no-warm", action="store_true", help="no warm-cache server runs")
     ap.add_argument("--no-summarize", action="store_true", help="no `tb-profiler summarize` runs")
     ap.add_argument("--dask", action="store_true", help="also summarize on a dask LocalCluster of 2 workers")
