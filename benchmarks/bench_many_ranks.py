@@ -31,7 +31,9 @@ and measured from the moment the process is started:
                 upper bound of the peak); "proc max": the started process's own peak
                 (ru_maxrss from wait4), exact for a server without worker processes;
                 "anon": the peak of the tree's RssAnon (heap; the rest of RSS is file pages,
-                e.g. mapped cache entries, which the kernel can drop);
+                e.g. mapped cache entries, which the kernel can drop); and every 2 s what
+                the server's `status` says: files loaded, traces in its memory (LRU) and
+                the bytes it counts for them;
   cache         the cache folder's size on disk after the server stopped (and its
                 summaries/ part).
 Where the checkout has `tb-profiler summarize` (tb_profiler.summary), also
@@ -277,6 +279,20 @@ def poll(base: str, run: str, route: Route, t0: float, deadline: float, done: th
         done.wait(POLL_S)
 
 
+def watch_status(base: str, done: threading.Event, t0: float, out: list) -> None:
+    """The server's own view while it loads (`status`, every 2 s): (s, files loaded, traces
+    in its memory, bytes it counts for them), to tell loading from computing from churn."""
+    while not done.wait(2.0):
+        try:
+            with urllib.request.urlopen(f"{base}{PREFIX}status", timeout=10) as r:
+                d = json.loads(r.read())
+        except (OSError, ValueError):
+            continue
+        mem = d.get("memory") or {}
+        loaded = sum(run.get("loaded_files", 0) for run in d.get("runs", []))
+        out.append((round(time.monotonic() - t0, 1), loaded, mem.get("traces_in_memory"), mem.get("used_bytes")))
+
+
 def progress_of(body: bytes) -> str:
     """What a 202 says: the bytes of the needed traces loaded, or that it computes."""
     try:
@@ -337,7 +353,9 @@ def serve_once(code: Path, logdir: Path, run: str, cache_dir: Path, args, log: P
     deadline = t0 + args.timeout
     threads = [threading.Thread(target=poll, args=(f"http://127.0.0.1:{port}", run, r, t0, deadline, done),
                                 daemon=True) for r in routes]
-    for t in threads:
+    status: list = []
+    watcher = threading.Thread(target=watch_status, args=(f"http://127.0.0.1:{port}", done, t0, status), daemon=True)
+    for t in (*threads, watcher):
         t.start()
     while any(t.is_alive() for t in threads):
         if wait_rusage(proc, 0) is not None or sampler.killed:
@@ -348,13 +366,14 @@ def serve_once(code: Path, logdir: Path, run: str, cache_dir: Path, args, log: P
     if wait_rusage(proc, 15) is None:
         stop_group(proc.pid, hard=True)
         wait_rusage(proc, None)
+    done.set()
     sampler.stop.set()
     sampler.join()
     opened = [r.ok_s for r in routes]
     res = {"open_s": max(opened) if all(x is not None for x in opened) else None, "expected_ranks": args.ranks,
            "routes": {r.name: {"ok_s": r.ok_s, "last": r.last_status[:300], "progress": r.progress,
                                "polls": r.polls, **r.detail} for r in routes},
-           "exited": exit_code, **sampler.figures(), "maxrss": proc.maxrss, **dir_size(cache_dir),
+           "exited": exit_code, "status_curve": status, **sampler.figures(), "maxrss": proc.maxrss, **dir_size(cache_dir),
            **log_problems(log)}
     return res
 
@@ -499,6 +518,9 @@ def print_table(result: dict) -> None:
         for name, r in scenarios.items():
             if r.get("rss_curve"):
                 print(f"RSS curve [{label}] {name} (s: RSS/anon GiB): {curve_text(r['rss_curve'])}")
+            if r.get("status_curve"):
+                print(f"  its status (s: files loaded, traces in memory, MiB it counts): "
+                      f"{status_text(r['status_curve'])}")
     if result.get("ratios"):
         print("ratios current / baseline (below 1: the current code is faster / smaller):")
         for name, figs in result["ratios"].items():
@@ -533,6 +555,12 @@ def curve_text(curve: list, points: int = 12) -> str:
     step = max(1, len(curve) // points)
     picked = curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else [])
     return " ".join(f"{t:.0f}:{rss / 2**30:.1f}/{anon / 2**30:.1f}" for t, rss, anon in picked)
+
+
+def status_text(curve: list, points: int = 8) -> str:
+    step = max(1, len(curve) // points)
+    picked = curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else [])
+    return " ".join(f"{t:.0f}:{n}/{m}/{(b or 0) / 2**20:.0f}" for t, n, m, b in picked)
 
 
 def ratios(cur: dict, base: dict) -> dict:
