@@ -4,13 +4,14 @@ Public API:
     tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False)  # the writer
     load(path) -> Trace                                                      # one trace file
     load_run(dir_or_url) -> Run                                              # one run folder
+    summarize(run_path, span=None, jobs=None, dask=None) -> [TraceSummary]   # a run's summaries
     TraceFormatError                                                         # bad input
 """
 from __future__ import annotations
 
 from tb_profiler.errors import TraceFormatError
 
-__all__ = ["TraceFormatError", "load", "load_run", "tensorboard_trace_handler", "Trace", "Run"]
+__all__ = ["TraceFormatError", "load", "load_run", "summarize", "tensorboard_trace_handler", "Trace", "Run"]
 __version__ = "0.1.0"
 
 
@@ -24,4 +25,8 @@ def __getattr__(name: str):
         from tb_profiler import trace
 
         return getattr(trace, name)
+    if name == "summarize":
+        from tb_profiler.summary import summarize
+
+        return summarize
     raise AttributeError(f"module 'tb_profiler' has no attribute {name!r}")

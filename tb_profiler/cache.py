@@ -58,11 +58,15 @@ class CacheKey:
     mtime: int | str
     decoder_version: str
     model_version: int
+    summary_version: int | None = None  # set for a trace summary's entry (tb_profiler.summary)
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "size": self.size, "mtime": self.mtime,
-                "decoder_version": str(self.decoder_version), "model_version": self.model_version,
-                "format": FORMAT}
+        out = {"source": self.source, "size": self.size, "mtime": self.mtime,
+               "decoder_version": str(self.decoder_version), "model_version": self.model_version,
+               "format": FORMAT}
+        if self.summary_version is not None:
+            out["summary_version"] = self.summary_version
+        return out
 
 
 @dataclass

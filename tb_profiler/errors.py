@@ -21,3 +21,8 @@ class TraceFormatError(ValueError):
         if excerpt:
             text += f" near {excerpt!r}"
         super().__init__(text)
+
+    def __reduce__(self):
+        # Why: a summary built in a worker process (or on a Dask worker) sends its error
+        # back pickled; the default reduce would call __init__ with the text alone.
+        return type(self), (self.source, self.reason, self.offset, self.excerpt)

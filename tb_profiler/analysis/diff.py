@@ -1,8 +1,10 @@
 """Diff: what changed between two traces or runs, first in the step-time breakdown, then
 operator by operator, kernel by kernel and module by module.
 
-Each side is one Trace or a list of them (a run's workers, or several spans): its tables
-are the operators/kernels/modules/steps analyses of each trace, summed.  Rows are aligned
+Each side is one Trace or a list of them (a run's workers, or several spans), or their
+TraceSummaries (tb_profiler.summary: a run's sides never need its events in memory): its
+tables are the operators/kernels/modules/steps analyses of each trace, as its summary
+keeps them, summed.  Rows are aligned
 by operator name, kernel name and module path; a row present on one side only shows zeros
 on the other (``side`` says "a", "b" or "both").
 
@@ -25,11 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.breakdown import CATEGORIES, LABELS, NS_COLUMNS, breakdown
-from tb_profiler.analysis.kernels import kernels
-from tb_profiler.analysis.modules import modules
-from tb_profiler.analysis.operators import operators
-from tb_profiler.analysis.steps import steps
+from tb_profiler.analysis.breakdown import CATEGORIES, LABELS, NS_COLUMNS
 
 __all__ = ["KERNEL_SUMS", "MODULE_SUMS", "OPERATOR_SUMS", "by_change", "diff"]
 
@@ -39,15 +37,18 @@ KERNEL_SUMS = ("calls", "total_ns")
 MODULE_SUMS = ("calls", "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns")
 
 
-def _traces(side) -> list:
-    """A side as a list of traces: a Trace, a sequence of them, or anything with traces()."""
+def _summaries(side) -> list:
+    """A side as a list of TraceSummaries: a Trace or a TraceSummary, a sequence of them, or
+    anything with summaries() (a Run: its workers' latest spans)."""
+    from tb_profiler.summary import TraceSummary, summarize_trace
+
     if side is None:
         return []
-    if hasattr(side, "events"):
-        return [side]
-    if hasattr(side, "traces") and callable(side.traces):
-        return list(side.traces())
-    return list(side)
+    if hasattr(side, "events") or isinstance(side, TraceSummary):
+        side = [side]
+    elif hasattr(side, "summaries") and callable(side.summaries):
+        side = side.summaries()
+    return [s if isinstance(s, TraceSummary) else summarize_trace(s) for s in side]
 
 
 def _summed(frames: list[pd.DataFrame], keys: list[str], sums: Sequence[str]) -> pd.DataFrame:
@@ -88,7 +89,7 @@ def _breakdown_per_step(traces: list) -> np.ndarray | None:
     """ns per step of each breakdown category and the step time (NS_COLUMNS + total_ns),
     over every step of a side's traces: the per-trace averages weighted by their steps,
     from the steps themselves so nothing is rounded twice; None without steps."""
-    frames = [f.iloc[:-1] for f in (breakdown(t) for t in traces) if len(f)]  # last row: the average
+    frames = [t.breakdown.iloc[:-1] for t in traces if len(t.breakdown)]  # last row: the average
     if not frames:
         return None
     rows = pd.concat(frames, ignore_index=True)[[*NS_COLUMNS, "total_ns"]].to_numpy(np.float64)
@@ -110,7 +111,7 @@ def _breakdown_table(ta: list, tb: list) -> pd.DataFrame:
 
 def _side_steps(traces: list) -> tuple[int, int]:
     """(number of steps, summed step time in ns) over a side's traces."""
-    frames = [steps(t) for t in traces]
+    frames = [t.steps for t in traces]
     return sum(len(f) for f in frames), int(sum(int(f["dur_ns"].sum()) for f in frames))
 
 
@@ -148,7 +149,8 @@ def _notes(ta: list, tb: list, na: int, nb: int, present: dict) -> list[str]:
 def diff(a, b) -> dict:
     """The step-time breakdown, operators, kernels and modules of A against B, per step.
 
-    a, b: a Trace, a list of Traces (aggregated), or a Run (its default traces).
+    a, b: a Trace or TraceSummary, a list of them (aggregated), or a Run (its workers'
+    summaries of their latest spans).
     Returns {"breakdown": category (of ``breakdown.CATEGORIES``), label, time_ns_a/_b/
     _delta (ns per step of each side: its traces' breakdowns averaged over all their
     steps) and delta_pct (delta as % of A's step time); the categories add up to the
@@ -163,19 +165,16 @@ def diff(a, b) -> dict:
     size of the change (``by_change``): operators and modules by |delta host total| +
     |delta device total|, kernels by |delta total|, the breakdown by |delta|.
     """
-    ta, tb = _traces(a), _traces(b)
+    ta, tb = _summaries(a), _summaries(b)
     summary, na, nb = _summary(ta, tb)
 
     tables, present = {"breakdown": _breakdown_table(ta, tb)}, {}
-    for label, fn, keys, sums, order_by in (
-            ("operators", lambda t: operators(t, group_by="name", steps_only=True), ["name"], OPERATOR_SUMS,
-             ("host_total_ns", "device_total_ns")),
-            ("kernels", lambda t: kernels(t, group_by="name", steps_only=True), ["name"], KERNEL_SUMS,
-             ("total_ns",)),
-            ("modules", lambda t: modules(t, steps_only=True), ["path"], MODULE_SUMS,
-             ("host_total_ns", "device_total_ns"))):
-        sa = _summed([fn(t) for t in ta], keys, sums)
-        sb = _summed([fn(t) for t in tb], keys, sums)
+    for label, keys, sums, order_by in (
+            ("operators", ["name"], OPERATOR_SUMS, ("host_total_ns", "device_total_ns")),
+            ("kernels", ["name"], KERNEL_SUMS, ("total_ns",)),
+            ("modules", ["path"], MODULE_SUMS, ("host_total_ns", "device_total_ns"))):
+        sa = _summed([getattr(t, label) for t in ta], keys, sums)
+        sb = _summed([getattr(t, label) for t in tb], keys, sums)
         tables[label] = _align(sa, sb, keys, sums, na, nb, order_by)
         present[label] = (len(sa) > 0, len(sb) > 0)
     return {**tables, "summary": summary, "notes": _notes(ta, tb, na, nb, present)}

@@ -1,8 +1,10 @@
 """Distributed view: how each rank of a multi-process run splits its step time between
 computation and communication, and how much of its communication is waiting for peers.
 
-Input is one Trace per rank (one span of each worker of a run).  Definitions, chosen to
-match torch-tb-profiler's Distributed view where it had one and stated here because the
+Input is one TraceSummary per rank (tb_profiler.summary: one span of each worker of a
+run), never the ranks' events held together; ``distributed(traces)`` summarizes Traces
+first, so every number has one definition.  Definitions, chosen to match
+torch-tb-profiler's Distributed view where it had one and stated here because the
 numbers are only as good as their definitions:
 
 Where time is measured (``info.measured_on``)
@@ -45,36 +47,41 @@ Wait and transfer
     (latest start among the ranks) - (own start), clamped to [0, duration], and transfer =
     duration - wait.  The old plugin took transfer = the shortest duration among ranks,
     which is the same when the ranks end together; comparing starts is what the
-    definition says and does not assume that.  Starts are compared across processes, so
-    the ranks' clocks must agree (one machine: they do; several machines: only as well as
-    their clocks are synced).  A matched collective whose ranks do not all overlap in time
-    shows that they do not, and is reported in the notes.  Per rank, wait_ns is the part
+    definition says and does not assume that (analysis.matching).  Starts are compared
+    across processes, so they are put on one clock first (analysis.clock: each trace's
+    baseTimeNanoseconds, then the smallest shift per rank that keeps every matched
+    collective in time across ranks; ``clock`` gives the shift per rank and how it was
+    found).  A matched collective whose ranks still do not all overlap in time is
+    reported in the notes.  Per rank, wait_ns is the part
     of the communication time inside some collective's wait, transfer_ns the rest (unions,
     so concurrent collectives count once); per collective, wait and transfer are plain
-    sums.
+    sums; ``instances`` has one row per collective instance across the ranks.
+Ranks that do not belong
+    A rank given twice is used once; a rank whose distributedInfo world size or backend is
+    not the majority's, whose steps are none of the others', or whose collectives match
+    none of the others' (while the others match among themselves) is left out of the
+    analyses (``excluded``, and a note): from another run or span.  The analyses use the
+    ranks that agree.
 """
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis import breakdown as bd
-from tb_profiler.analysis.collectives import DTYPE_BYTES, collective_notes, collectives
-from tb_profiler.analysis.communication import BACKEND_RE, comm_calls, comm_kernels
-from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals, per_group_subtract
-from tb_profiler.analysis.keys import factorize
-from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.clock import CLOCK_COLUMNS, align
+from tb_profiler.analysis.collectives import DTYPE_BYTES, RECORD_COLUMNS, collectives
+from tb_profiler.analysis.communication import comm_calls, comm_kernels
+from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals
+from tb_profiler.analysis.matching import INSTANCE_COLUMNS, group_instances, instances, match_notes, waits
 from tb_profiler.analysis.recommendations import fmt_ns
-from tb_profiler.analysis.steps import step_notes, steps, valid_times
-from tb_profiler.io.discovery import worker_name
-from tb_profiler.trace.categories import Kind, kind_mask
-from tb_profiler.trace.roles import Role
 
-__all__ = ["COLLECTIVE_COLUMNS", "DTYPE_BYTES", "RANK_COLUMNS", "STEP_COLUMNS", "collectives", "comm_calls",
-           "comm_kernels", "distributed"]
+__all__ = ["CLOCK_COLUMNS", "COLLECTIVE_COLUMNS", "DTYPE_BYTES", "EXCLUDED_COLUMNS", "INSTANCE_COLUMNS",
+           "RANK_COLUMNS", "STEP_COLUMNS", "collectives", "comm_calls", "comm_kernels", "distributed",
+           "distributed_from_summaries"]
 
 RANK_COLUMNS = ["rank", "worker", "steps", "step_ns", "computation_ns", "communication_ns",
                 "overlap_ns", "other_ns", "wait_ns", "transfer_ns", "overview_communication_ns",
@@ -83,149 +90,201 @@ STEP_COLUMNS = ["rank", "worker", "step", "step_ns", "computation_ns", "communic
                 "overlap_ns", "other_ns", "wait_ns", "transfer_ns"]
 COLLECTIVE_COLUMNS = ["rank", "worker", "name", "family", "pg_name", "group_size", "calls", "bytes", "out_bytes",
                       "total_ns", "avg_ns", "algbw_gbps", "busbw_gbps", "time_on", "wait_ns", "transfer_ns"]
+EXCLUDED_COLUMNS = ["rank", "worker", "reason"]
 _UNKNOWN_IF_MIXED = ("overlap_ns", "other_ns")  # null where host and device timelines would mix
 
 
-# -- per-trace facts -------------------------------------------------------------------
+def distributed(traces: Sequence) -> dict:
+    """``distributed_from_summaries`` over the traces' summaries (tb_profiler.summary): one
+    definition of every cross-rank number, whether the traces are in memory or not."""
+    from tb_profiler.summary import summarize_trace
 
-@per_trace
-def _busy(trace) -> dict:
-    """Computation and communication as disjoint sorted intervals, and where measured
-    ("device", "host" or "mixed": see the module docstring)."""
-    ev = trace.events
-    kernel = (trace.roles == Role.COMPUTE) & valid_times(trace)
-    if kernel.any():
-        comp = merge_intervals(*_ends(ev, np.flatnonzero(kernel & ~comm_kernels(trace))))
-        source = "device"
-    else:
-        ops = kind_mask(ev["kind"], Kind.CPU_OP) & ~comm_calls(trace) & valid_times(trace)
-        ops[trace.steps["event"]] = False  # old traces call ProfilerStep#N an operator
-        ops = np.flatnonzero(ops)
-        cuts = np.flatnonzero(comm_calls(trace))
-        g, _ = factorize(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
-        comp = per_group_subtract(*_ends(ev, ops), g[ops], *_ends(ev, cuts), g[cuts])
-        source = "host"
-    if comm_kernels(trace).any():
-        comm = merge_intervals(*_ends(ev, np.flatnonzero(comm_kernels(trace))))
-    else:
-        recs = collectives(trace)
-        comm = merge_intervals(recs["start"].to_numpy(np.int64), recs["end"].to_numpy(np.int64))
-        if source == "device" and len(comm[0]):
-            source = "mixed"
-    return {"computation": comp, "communication": comm, "source": source}
+    return distributed_from_summaries([summarize_trace(t) for t in traces])
 
 
-def _ends(ev, rows):
-    return ev["ts"][rows], ev["ts"][rows] + ev["dur"][rows]
+def distributed_from_summaries(summaries: Sequence) -> dict:
+    """Computation/communication/overlap/other and wait/transfer per rank, and per-collective
+    statistics, from one TraceSummary per rank (see the module docstring for the
+    definitions).  An Exception in the list (a file that could not be summarized) is
+    named in the notes.
+
+    Returns {"ranks": totals over the profiled steps per rank (RANK_COLUMNS),
+    "steps": the same per rank and step, "collectives": per rank and collective
+    (COLLECTIVE_COLUMNS), "instances": one row per collective instance across the ranks
+    (INSTANCE_COLUMNS), "clock": per rank the clock correction applied (CLOCK_COLUMNS),
+    "excluded": ranks left out of the analyses, and why (EXCLUDED_COLUMNS), "info":
+    backend, world size, ranks present/missing, device words, "notes": why a result is
+    partial or empty}.  Never raises on missing pieces.
+    """
+    items = list(summaries)
+    notes = [f"not summarized, left out: {x}" for x in items if isinstance(x, BaseException)]
+    ranked, more = _identify([s for s in items if not isinstance(s, BaseException)])
+    notes += more
+    if not ranked:
+        notes.append("no traces given")
+    elif len(ranked) == 1:
+        notes.append("only one rank's trace: no other rank to compare with, so wait time is 0 and all "
+                     "communication counts as transfer")
+    ranked, excluded = _agreeing(ranked, notes)
+    world, missing = _world(ranked, notes)
+    recs = group_instances(_records(ranked, notes))
+    ranked, recs = _drop_strangers(ranked, recs, excluded, notes)
+    recs, clock = align(recs, _rank_frame(ranked), notes)
+    recs = waits(recs)
+    notes += match_notes(recs)
+    per_rank, windows = [], {}
+    for rank, worker, s in ranked:  # one iteration per rank, a few vectorized steps each
+        per_rank.append(_rank_rows(rank, worker, s, recs[recs["rank"] == rank]))
+        windows[rank] = (s.steps["start_ns"].to_numpy(np.int64), s.steps["end_ns"].to_numpy(np.int64))
+        notes += [f"rank {rank} ({worker}): {n}" for n in s.step_notes]
+    per_step = pd.concat(per_rank, ignore_index=True) if per_rank else _empty(STEP_COLUMNS)
+    if len({s.measured_on for _, _, s in ranked}) > 1:
+        notes.append("the ranks are not all measured on the same timeline (device, host, or device computation "
+                     "with host collectives): their numbers do not compare directly")
+    return {"ranks": _rank_totals(per_step, ranked), "steps": per_step,
+            "collectives": _collective_table(recs, windows), "info": _info(ranked, world, missing),
+            "notes": notes, "instances": instances(recs), "clock": clock,
+            "excluded": pd.DataFrame(excluded, columns=EXCLUDED_COLUMNS).astype({"rank": "int64"})}
 
 
-def _step_windows(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """(step numbers, starts, ends, notes) from the steps analysis (device work included;
-    a trace without ProfilerStep is one step)."""
-    st = steps(trace)
-    num, lo, hi = (st[c].to_numpy(np.int64) for c in ("step", "start_ns", "end_ns"))
-    return num, lo, hi, step_notes(trace)
+# -- which ranks -----------------------------------------------------------------------
+
+def _file(s) -> str:
+    return os.path.basename(str(s.source))
 
 
-# -- across ranks -----------------------------------------------------------------------
-
-def _worker_name(trace) -> str:
-    """The worker as discovery names it (torch's naming, else the file name's stem)."""
-    return worker_name(_file(trace))[0]
-
-
-def _file(trace) -> str:
-    return os.path.basename(str(trace.source))
-
-
-def _identify(traces: Sequence) -> tuple[list[tuple[int, str, object]], list[str]]:
-    """(rank, worker, trace) per usable trace, from distributedInfo (else the position)."""
+def _identify(summaries: list) -> tuple[list[tuple[int, str, object]], list[str]]:
+    """(rank, worker, summary) per usable summary, from distributedInfo (else the position)."""
     out, notes, seen = [], [], {}
-    for pos, t in enumerate(traces):
-        info = t.distributed_info if isinstance(t.distributed_info, dict) else {}
-        worker = _worker_name(t)
-        rank = info.get("rank")
-        if isinstance(rank, str) and rank.strip().isdigit():
-            rank = int(rank)
-        if not isinstance(rank, int) or isinstance(rank, bool):
+    for pos, s in enumerate(summaries):
+        rank = s.rank
+        if rank is None:
             rank = pos
-            notes.append(f"{worker}: no distributedInfo rank in the trace; taken as rank {pos} (its position)")
+            notes.append(f"{s.worker}: no distributedInfo rank in the trace; taken as rank {pos} (its position)")
         if rank in seen:
-            notes.append(f"rank {rank} given twice ({seen[rank]} and {_file(t)}): only {seen[rank]} is used; "
+            notes.append(f"rank {rank} given twice ({seen[rank]} and {_file(s)}): only {seen[rank]} is used; "
                          "pass one span per rank")
             continue
-        seen[rank] = _file(t)
-        out.append((rank, worker, t))
+        seen[rank] = _file(s)
+        out.append((rank, s.worker, s))
     return sorted(out, key=lambda x: x[0]), notes
 
 
-def _match_keys(recs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(kind, index, by Seq) naming the same collective on every rank, with the process
-    group: ("seq" or "p2p", Seq) in the process groups where every call on every rank
-    carries a Seq, else (name, i-th call of that name on the rank)."""
-    occ = recs.groupby(["rank", "name", "pg_name"], sort=False).cumcount().to_numpy(np.int64)
-    seq = recs["seq"]
-    by_seq = seq.notna().groupby(recs["pg_name"], sort=False).transform("all").to_numpy(bool)
-    p2p = recs["family"].isin(("send", "recv", "send_recv")).to_numpy(bool)
-    kind = np.where(by_seq, np.where(p2p, "\x00p2p", "\x00seq"), recs["name"].to_numpy(object)).astype(object)
-    index = np.where(by_seq, seq.fillna(-1).to_numpy(np.int64), occ)
-    return kind, index, by_seq
+def _info_value(s, key: str):
+    info = s.distributed_info if isinstance(s.distributed_info, dict) else {}
+    value = info.get(key)
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
 
 
-def _match(recs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Adds wait/transfer to every rank's records by matching the same collective across
-    the ranks that issue it (by Seq, else by order: see the module docstring)."""
-    notes = []
-    if recs.empty:
-        return recs.assign(wait=np.zeros(0, np.int64), transfer=np.zeros(0, np.int64)), notes
-    recs = recs.sort_values(["rank", "start", "row"], kind="stable").reset_index(drop=True)
-    kind, index, by_seq = _match_keys(recs)
-    keys = [pd.Series(kind, name="kind"), recs["pg_name"]]
-    issuing = recs["rank"].groupby(keys, sort=False).transform("nunique")
-    grp = recs.groupby([*keys, pd.Series(index, name="index")], sort=False)
-    present = grp["rank"].transform("size")
-    last = grp["start"].transform("max")
-    first_end = grp["end"].transform("min")
-    matched = (present == issuing) & (issuing > 1)
-    dur = recs["end"] - recs["start"]
-    wait = np.where(matched, np.clip(last - recs["start"], 0, dur), 0)
-    recs["wait"] = wait.astype(np.int64)
-    recs["transfer"] = (dur - recs["wait"]).astype(np.int64)
-    by_order = recs[~by_seq]
-    counts = by_order.groupby(["name", "pg_name", "rank"], sort=True).size().unstack("rank")
-    for (name, pg), row in counts[counts.nunique(axis=1) > 1].iterrows():
-        calls = ", ".join(f"rank {r}: {int(c)}" for r, c in row.dropna().items())
-        notes.append(f"{name}{f' (process group {pg})' if pg else ''}: ranks recorded different numbers "
-                     f"of calls ({calls}); calls past the shortest count are not matched and show no wait")
-    alone = int((by_seq & ~matched & (issuing > 1)).sum())
-    if alone:
-        notes.append(f"{alone} collective calls have no call with the same process group and Seq on every other "
-                     "rank (cut off by the profiling window?): not matched, they show no wait")
-    skewed = int((matched & (last > first_end)).sum())
-    if skewed:
-        notes.append(f"{skewed} matched collective records do not overlap in time across ranks: the ranks' "
-                     "clocks disagree (or the collectives were issued in different orders); their wait is "
-                     "capped at their duration")
-    return recs, notes
+def _majority(values: list) -> object:
+    """The most common value (None ignored); a tie goes to the lowest rank's value."""
+    counts = Counter(v for v in values if v is not None)
+    if not counts:
+        return None
+    top = max(counts.values())
+    return next(v for v in values if v is not None and counts[v] == top)
 
 
-def _rank_rows(rank, worker, trace, recs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _agreeing(ranked: list, notes: list[str]) -> tuple[list, list]:
+    """(the ranks that agree with the majority on world size, backend and steps, the others
+    as (rank, worker, reason)).  A rank of another run or span must not stand in the
+    analyses beside the rest: its collectives match nothing and its steps are others."""
+    excluded = []
+    for key, what in (("world_size", "world size"), ("backend", "backend")):
+        values = [_info_value(s, key) for _, _, s in ranked]
+        want = _majority(values)
+        for (rank, worker, _), v in zip(ranked, values):
+            if v is not None and v != want:
+                excluded.append((rank, worker, f"its distributedInfo {what} is {v}, the others' {want}"))
+    steps = [frozenset(s.steps["step"].tolist()) for _, _, s in ranked]
+    common = _majority([st or None for st in steps])
+    for (rank, worker, _), st in zip(ranked, steps):
+        if common is not None and st and st != common:
+            if st.isdisjoint(common):
+                why = f"its steps ({_steps_text(st)}) are none of the others' ({_steps_text(common)})"
+                excluded.append((rank, worker, why))
+            else:
+                notes.append(f"rank {rank} ({worker}) profiled steps {_steps_text(st)}, the others "
+                             f"{_steps_text(common)}: its totals cover other steps")
+    return _without(ranked, excluded, notes), excluded
+
+
+def _steps_text(steps: frozenset) -> str:
+    return ", ".join(str(n) for n in sorted(steps))
+
+
+def _without(ranked: list, excluded: list, notes: list[str]) -> list:
+    """ranked less the excluded ranks, each named in the notes."""
+    out_ranks = {r for r, _, _ in excluded}
+    for rank, worker, reason in excluded:
+        notes.append(f"rank {rank} ({worker}) left out: {reason} (from another run or span?); the analyses use "
+                     "the ranks that agree")
+    return [x for x in ranked if x[0] not in out_ranks]
+
+
+def _drop_strangers(ranked: list, recs: pd.DataFrame, excluded: list, notes: list[str]) -> tuple[list, pd.DataFrame]:
+    """Leaves out ranks whose collectives match none of the others' while the others match
+    among themselves (from another run); the rest are matched again without them."""
+    with_recs = recs.groupby("rank")["matched"].any()
+    strangers = with_recs.index[~with_recs].tolist()
+    if len(with_recs) - len(strangers) < 2 or not strangers:
+        return ranked, recs
+    new = [(r, w, "none of its collectives matches another rank's") for r, w, _ in ranked if r in strangers]
+    excluded += new
+    ranked = _without(ranked, new, notes)
+    return ranked, group_instances(recs[~recs["rank"].isin(strangers)].drop(
+        columns=["by_seq", "index", "gid", "present", "issuing", "matched"]))
+
+
+def _world(ranked: list, notes: list[str]) -> tuple[int | None, list[int]]:
+    sizes = sorted({v for _, _, s in ranked for v in [_info_value(s, "world_size")] if isinstance(v, int)})
+    world = sizes[-1] if sizes else None
+    present = {r for r, _, _ in ranked}
+    missing = sorted(set(range(world)) - present) if world else []
+    if missing:
+        notes.append(f"partial result: rank{'s' if len(missing) > 1 else ''} "
+                     f"{', '.join(map(str, missing))} of world size {world} missing; "
+                     "wait times compare only the ranks present")
+    return world, missing
+
+
+def _rank_frame(ranked: list) -> pd.DataFrame:
+    return pd.DataFrame({"rank": [r for r, _, _ in ranked], "worker": [w for _, w, _ in ranked],
+                         "base_time_ns": pd.array([s.base_time_ns for _, _, s in ranked], dtype="Int64")})
+
+
+# -- per rank --------------------------------------------------------------------------------
+
+def _records(ranked: list, notes: list[str]) -> pd.DataFrame:
+    """Every rank's collective records, with rank and worker; notes on each rank's own."""
+    recs = []
+    for rank, worker, s in ranked:  # one frame per rank, concatenated once
+        if s.collectives.empty:
+            notes.append(f"rank {rank} ({worker}): no communication events in the trace")
+        notes += [f"rank {rank} ({worker}): {n}" for n in (*_source_notes(s), *s.collective_notes)]
+        recs.append(s.collectives.assign(rank=rank, worker=worker))
+    return pd.concat(recs, ignore_index=True) if recs else _empty([*RECORD_COLUMNS, "rank", "worker"])
+
+
+def _rank_rows(rank, worker, s, recs: pd.DataFrame) -> pd.DataFrame:
     """Per-step computation/communication/overlap/other/wait/transfer of one rank."""
-    num, lo, hi, notes = _step_windows(trace)
-    busy = _busy(trace)
-    comp, comm = busy["computation"], busy["communication"]
+    num = s.steps["step"].to_numpy(np.int64)
+    lo, hi = s.steps["start_ns"].to_numpy(np.int64), s.steps["end_ns"].to_numpy(np.int64)
+    busy = s.step_busy
+    comm = (s.communication["start"].to_numpy(np.int64), s.communication["end"].to_numpy(np.int64))
     starts = recs["start"].to_numpy(np.int64)
     wait_iv = intersect(merge_intervals(starts, starts + recs["wait"].to_numpy(np.int64)), comm)
-    m = {k: covered_in(*iv, lo, hi) for k, iv in (("comp", comp), ("comm", comm), ("overlap", intersect(comp, comm)),
-                                                 ("wait", wait_iv))}
+    wait = covered_in(*wait_iv, lo, hi)
+    comp_ns, comm_ns, overlap = (busy[c].to_numpy(np.int64) for c in ("computation_ns", "communication_ns",
+                                                                      "overlap_ns"))
     step = hi - lo
-    known = busy["source"] != "mixed"  # else computation (device) and communication (host) do not compare
+    known = s.measured_on != "mixed"  # else computation (device) and communication (host) do not compare
     df = pd.DataFrame({"rank": rank, "worker": worker, "step": num, "step_ns": step,
-                       "computation_ns": m["comp"], "communication_ns": m["comm"],
-                       "overlap_ns": _maybe(m["overlap"], known),
-                       "other_ns": _maybe(step - (m["comp"] + m["comm"] - m["overlap"]), known),
-                       "wait_ns": m["wait"], "transfer_ns": m["comm"] - m["wait"]})
-    return df[STEP_COLUMNS], [f"rank {rank} ({worker}): {n}" for n in notes]
+                       "computation_ns": comp_ns, "communication_ns": comm_ns,
+                       "overlap_ns": _maybe(overlap, known),
+                       "other_ns": _maybe(step - (comp_ns + comm_ns - overlap), known),
+                       "wait_ns": wait, "transfer_ns": comm_ns - wait})
+    return df[STEP_COLUMNS]
 
 
 def _maybe(values: np.ndarray, known: bool) -> pd.array:
@@ -275,92 +334,24 @@ def _collective_table(ranked: pd.DataFrame, windows: dict) -> pd.DataFrame:
     return out[COLLECTIVE_COLUMNS]
 
 
-def _info(ranked_traces, world: int | None, missing: list[int]) -> dict:
-    infos = [t.distributed_info if isinstance(t.distributed_info, dict) else {} for _, _, t in ranked_traces]
-    backends = sorted({str(i["backend"]) for i in infos if i.get("backend")})
+def _info(ranked: list, world: int | None, missing: list[int]) -> dict:
+    backends = sorted({str(v) for _, _, s in ranked for v in [_info_value(s, "backend")] if v})
     if not backends:
-        backends = sorted({b for _, _, t in ranked_traces for b in [_guess_backend(t)] if b})
+        backends = sorted({s.backend_guess for _, _, s in ranked if s.backend_guess})
     return {"backend": backends[0] if len(backends) == 1 else (backends or None),
             "world_size": world,
-            "ranks": [r for r, _, _ in ranked_traces],
+            "ranks": [r for r, _, _ in ranked],
             "missing_ranks": missing,
-            "workers": {r: w for r, w, _ in ranked_traces},
-            "device_words": {r: (t.device_word or "CPU") for r, _, t in ranked_traces},
-            "measured_on": {r: _busy(t)["source"] for r, _, t in ranked_traces}}
+            "workers": {r: w for r, w, _ in ranked},
+            "device_words": {r: (s.device_word or "CPU") for r, _, s in ranked},
+            "measured_on": {r: s.measured_on for r, _, s in ranked}}
 
 
-def _guess_backend(trace) -> str | None:
-    """For traces without distributedInfo: nccl from its kernels, else the prefix of the
-    host collectives ("gloo" from gloo:all_reduce)."""
-    if comm_kernels(trace).any():
-        return "nccl"
-    names = collectives(trace)["name"]
-    found = names[names.str.match(BACKEND_RE)]
-    return found.iloc[0].split(":", 1)[0].lower() if len(found) else None
-
-
-def _world(ranked_traces, notes: list[str]) -> tuple[int | None, list[int]]:
-    sizes = {i.get("world_size") for _, _, t in ranked_traces
-             for i in [t.distributed_info if isinstance(t.distributed_info, dict) else {}]}
-    sizes = sorted(s for s in sizes if isinstance(s, int))
-    if len(sizes) > 1:
-        notes.append(f"the traces disagree on the world size ({sizes}): the largest is used")
-    world = sizes[-1] if sizes else None
-    present = {r for r, _, _ in ranked_traces}
-    missing = sorted(set(range(world)) - present) if world else []
-    if missing:
-        notes.append(f"partial result: rank{'s' if len(missing) > 1 else ''} "
-                     f"{', '.join(map(str, missing))} of world size {world} missing; "
-                     "wait times compare only the ranks present")
-    return world, missing
-
-
-def distributed(traces: Sequence) -> dict:
-    """Computation/communication/overlap/other and wait/transfer per rank, and per-collective
-    statistics, from one Trace per rank (see the module docstring for the definitions).
-
-    Returns {"ranks": totals over the profiled steps per rank (RANK_COLUMNS),
-    "steps": the same per rank and step, "collectives": per rank and collective
-    (COLLECTIVE_COLUMNS), "info": backend, world size, ranks present/missing, device words,
-    "notes": why a result is partial or empty}.  Never raises on missing pieces.
-    """
-    ranked, notes = _identify(list(traces))
-    if not ranked:
-        notes.append("no traces given")
-    elif len(ranked) == 1:
-        notes.append("only one rank's trace: no other rank to compare with, so wait time is 0 and all "
-                     "communication counts as transfer")
-    world, missing = _world(ranked, notes)
-    recs = []
-    for rank, worker, t in ranked:  # one iteration per rank
-        c = collectives(t)
-        if c.empty:
-            notes.append(f"rank {rank} ({worker}): no communication events in the trace")
-        notes += [f"rank {rank} ({worker}): {n}" for n in (*_source_notes(t), *collective_notes(t))]
-        recs.append(c.assign(rank=rank, worker=worker))
-    allrecs = pd.concat(recs, ignore_index=True) if recs else _empty([*COLLECTIVE_COLUMNS, "start", "end", "seq"])
-    allrecs, match_notes = _match(allrecs)
-    notes += match_notes
-    per_rank, windows = [], {}
-    for rank, worker, t in ranked:
-        df, step_msgs = _rank_rows(rank, worker, t, allrecs[allrecs["rank"] == rank])
-        per_rank.append(df)
-        windows[rank] = _step_windows(t)[1:3]
-        notes += step_msgs
-    per_step = pd.concat(per_rank, ignore_index=True) if per_rank else _empty(STEP_COLUMNS)
-    totals = _rank_totals(per_step, ranked)
-    if len({_busy(t)["source"] for _, _, t in ranked}) > 1:
-        notes.append("the ranks are not all measured on the same timeline (device, host, or device computation "
-                     "with host collectives): their numbers do not compare directly")
-    return {"ranks": totals, "steps": per_step, "collectives": _collective_table(allrecs, windows),
-            "info": _info(ranked, world, missing), "notes": notes}
-
-
-def _source_notes(trace) -> list[str]:
+def _source_notes(s) -> list[str]:
     """Why a rank's overlap is unknown."""
-    if _busy(trace)["source"] != "mixed":
+    if s.measured_on != "mixed":
         return []
-    word = trace.device_word or "device"
+    word = s.device_word or "device"
     return [(f"computation is measured on the {word} (kernels) but the collectives only on the host (no "
              f"communication kernels: gloo with {word} tensors?); host and {word} times are not compared, so "
              "overlap and other are unknown")]
@@ -368,7 +359,8 @@ def _source_notes(trace) -> list[str]:
 
 _TEXT = {"worker", "name", "pg_name", "family", "time_on", "communication_note"}
 _FLOATS = {"avg_ns", "algbw_gbps", "busbw_gbps"}
-_NULLABLE_INTS = {"group_size", "seq", "bytes", "out_bytes", "overlap_ns", "other_ns", "overview_communication_ns"}
+_NULLABLE_INTS = {"group_size", "seq", "bytes", "out_bytes", "size_bytes", "overlap_ns", "other_ns",
+                  "overview_communication_ns"}
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:
@@ -392,17 +384,19 @@ def _rank_totals(per_step: pd.DataFrame, ranked: list) -> pd.DataFrame:
     out[["steps", *known]] = out[["steps", *known]].fillna(0).astype("int64")
     for c in _UNKNOWN_IF_MIXED:
         out[c] = out[c].astype("Int64").mask(out["steps"] == 0, 0)
-    lines = [_communication_line(t, _busy(t)["source"], int(n), int(c))
-             for (_, _, t), n, c in zip(ranked, out["steps"], out["communication_ns"])]
+    lines = [_communication_line(s, int(n), int(c))
+             for (_, _, s), n, c in zip(ranked, out["steps"], out["communication_ns"])]
     out["overview_communication_ns"] = pd.array([x for x, _ in lines], dtype="Int64")
     out["communication_note"] = [line for _, line in lines]
     return out[RANK_COLUMNS]
 
 
-def _communication_line(trace, source: str, n_steps: int, total: int) -> tuple[int | None, str]:
+def _communication_line(s, n_steps: int, total: int) -> tuple[int | None, str]:
     """(the Overview's Communication per step, one line saying it beside this view's and why
-    they differ).  The Overview's figure comes from the step breakdown itself."""
-    overview = bd.average(trace).get("communication")
+    they differ).  The Overview's figure comes from the step breakdown itself (its average
+    row, the last of the summary's breakdown)."""
+    overview = int(s.breakdown["communication_ns"].iloc[-1]) if len(s.breakdown) else None
+    source = s.measured_on
     if not n_steps or overview is None:
         return overview, "Communication: no steps to count"
     here = total / n_steps

@@ -1,12 +1,13 @@
 """Run: one run folder (workers × spans of trace files), loaded lazily, trace by trace.
 
 A run is what the plugin's run selector shows and what `tb-profiler summary DIR` reads:
-per-worker views pick one trace (a worker's span), the distributed view takes every
-worker's trace of one span.
+per-worker views pick one trace (a worker's span); run-level analyses (distributed) read
+every worker's summary of one span (tb_profiler.summary), never every trace at once.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from tb_profiler.io.discovery import RunInfo, SkippedFile, SpanFile, discover
@@ -24,6 +25,7 @@ class Run:
         self._cache = cache
         self._cache_dir = cache_dir
         self._traces: dict[str, Trace] = {}
+        self._summaries: dict[int | None, list] = {}
 
     name = property(lambda self: self.info.name)
     path = property(lambda self: self.info.path)
@@ -38,11 +40,11 @@ class Run:
 
     def trace(self, worker: str | None = None, span: int | None = None) -> Trace:
         """One worker's trace for one span (1-based index; default: the latest span)."""
-        return self._load(self._span_file(self._worker(worker), span))
+        return self._load(self.span_file(self._worker(worker), span))
 
     def traces(self, span: int | None = None) -> list[Trace]:
         """Every worker's trace of one span (1-based index; default: each worker's latest)."""
-        return [self._load(self._span_file(w, span)) for w in self.info.workers]
+        return [self._load(self.span_file(w, span)) for w in self.info.workers]
 
     # -- analyses over the run (per-worker ones take worker= and span=) ----------------
     def overview(self, worker: str | None = None, span: int | None = None, **kw: Any):
@@ -63,18 +65,35 @@ class Run:
     def table(self, worker: str | None = None, span: int | None = None, **kw: Any) -> str:
         return self.trace(worker, span).table(**kw)
 
-    def distributed(self, span: int | None = None):
-        """Computation/communication per rank across every worker of one span."""
-        from tb_profiler.analysis.distributed import distributed
+    def summaries(self, span: int | None = None, *, jobs: int | None = None, dask=None, progress=None) -> list:
+        """Every worker's TraceSummary of one span (1-based; default: each worker's latest),
+        stored ones read, the others built by ``jobs`` processes or on Dask (see
+        ``tb_profiler.summary.summarize_files``); no trace is kept in memory.  A file that
+        cannot be summarized is left out, with a SummaryWarning naming it and why.
+        progress(done_files, total_files, path) is called as each file finishes."""
+        from tb_profiler.summary import SummaryWarning
 
-        return distributed(self.traces(span))
+        out = []
+        for outcome in self._summary_outcomes(span, jobs, dask, progress):
+            if isinstance(outcome, Exception):
+                warnings.warn(f"tb_profiler: not summarized: {outcome}", SummaryWarning, stacklevel=2)
+            else:
+                out.append(outcome)
+        return out
+
+    def distributed(self, span: int | None = None, *, jobs: int | None = None, dask=None):
+        """Computation/communication per rank across every worker of one span, from the
+        workers' summaries (a file that cannot be summarized is named in the notes)."""
+        from tb_profiler.analysis.distributed import distributed_from_summaries
+
+        return distributed_from_summaries(self._summary_outcomes(span, jobs, dask))
 
     def diff(self, other: "Run | Trace", span: int | None = None):
-        """This run's traces (every worker of a span) against another run's or a trace."""
+        """This run (every worker of a span) against another run or a trace, from summaries."""
         from tb_profiler.analysis.diff import diff
 
-        theirs = other.traces(span) if isinstance(other, Run) else other
-        return diff(self.traces(span), theirs)
+        theirs = other.summaries(span) if isinstance(other, Run) else other
+        return diff(self.summaries(span), theirs)
 
     # -- internals ----------------------------------------------------------------------
     def _worker(self, worker: str | None) -> str:
@@ -84,7 +103,8 @@ class Run:
             raise KeyError(f"run {self.name!r} has no worker {worker!r}; workers: {', '.join(self.workers)}")
         return worker
 
-    def _span_file(self, worker: str, span: int | None) -> SpanFile:
+    def span_file(self, worker: str, span: int | None) -> SpanFile:
+        """One worker's file of one span (1-based index; None: the latest); KeyError if none."""
         spans = self.info.workers[worker]
         if span is None:
             return spans[-1]
@@ -93,6 +113,30 @@ class Run:
                 return s
         raise KeyError(f"worker {worker!r} of run {self.name!r} has no span {span}; spans: "
                        f"{', '.join(str(s.index) for s in spans)}")
+
+    def _summary_outcomes(self, span: int | None, jobs: int | None, dask, progress=None) -> list:
+        """Each worker's summary of the span, or its exception (a worker without that span:
+        its KeyError); kept per span."""
+        if span not in self._summaries:
+            files, outcomes = {}, {}
+            for w in self.info.workers:  # one entry per worker: names, not events
+                try:
+                    files[w] = self.span_file(w, span)
+                except KeyError as exc:
+                    outcomes[w] = exc
+            outcomes.update(zip(files, self._summarize(files, jobs, dask, progress)))
+            self._summaries[span] = [outcomes[w] for w in self.info.workers]
+        return self._summaries[span]
+
+    def _summarize(self, files: dict[str, SpanFile], jobs: int | None, dask, progress) -> list:
+        from tb_profiler.summary import summarize_files, summarize_trace
+
+        if self._cache:
+            outcomes = summarize_files([f.path for f in files.values()], jobs=jobs, dask=dask,
+                                       cache_dir=self._cache_dir, workers=list(files), progress=progress)
+        else:  # nothing on disk: summarize the loaded traces
+            outcomes = [summarize_trace(self._load(f), worker=w) for w, f in files.items()]
+        return [o if isinstance(o, Exception) else o.relabel(span=f.index) for o, f in zip(outcomes, files.values())]
 
     def _load(self, span: SpanFile) -> Trace:
         if span.path not in self._traces:

@@ -1,0 +1,196 @@
+"""TraceSummary: what the run-level views need of one trace, in kilobytes.
+
+Why: a run of 64 to 4,096 ranks of 100 MB to 2 GB each never fits in memory as events,
+and the Distributed view, the run overview and cross-rank diffs need only a few small
+tables per rank.  A summary is built once per trace file (summary.build), kept on disk
+beside the trace's columns (summary.store), and every run-level analysis reads summaries
+only.  It is plain data: a few small DataFrames, JSON-able facts, nothing per event.
+
+On disk a summary is what the columns cache stores (tb_profiler.cache): named arrays, a
+strings table and a JSON meta.  ``to_arrays`` / ``from_arrays`` convert exactly (frames
+come back equal, dtypes included): numeric columns as they are, nullable ones as values
+plus a mask, text columns as ids into one strings table shared by every frame (each
+distinct string stored once), any other object column as JSON in the meta.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tb_profiler.analysis.jsonable import to_jsonable
+
+# Bump when a summary's content changes shape or meaning: it is part of the store's key.
+SUMMARY_VERSION = 1
+
+class SummaryWarning(UserWarning):
+    """A trace file of a run could not be summarized; the others were."""
+
+
+# The DataFrame fields of a TraceSummary (everything else is JSON-able).
+FRAMES = ("steps", "breakdown", "device_summary", "collectives", "step_busy", "communication", "kernels",
+          "operators", "modules")
+
+
+@dataclass
+class TraceSummary:
+    """One trace file (one worker, one span), summarized for the run-level views.
+
+    Identity: source (absolute path or URL), size and mtime of the file it was built from
+    (-1 and None when built from a Trace in memory), worker (discovery's name) and span
+    (1-based index among the worker's spans, where known), seconds (to build it).
+    Facts: distributedInfo, baseTimeNanoseconds, the device words and kinds, the devices
+    (the Distributed view's gpuinfo), view flags (has_memory, has_modules), how the
+    distributed numbers are measured (measured_on: device, host or mixed) and the backend
+    the events suggest, and the notes of the trace, of its steps and of its collectives.
+    Frames: steps (analysis.steps), breakdown (analysis.breakdown, the average row last),
+    device_summary (analysis.gpu), collectives (analysis.collectives: one row per
+    collective instance), step_busy (per step: computation_ns, communication_ns,
+    overlap_ns, as the Distributed view measures them), communication (the merged
+    communication intervals: start, end; wait is intersected with them once the ranks'
+    collectives are matched), kernels, operators (by name) and modules, inside the steps
+    (steps_only), for cross-rank diffs.
+    """
+
+    source: str
+    worker: str
+    size: int = -1
+    mtime: int | str | None = None
+    span: int | None = None
+    seconds: float = 0.0
+    distributed_info: dict | None = None
+    base_time_ns: int | None = None
+    device_word: str | None = None
+    device_kinds: tuple[str, ...] = ()
+    matrix_unit: str | None = None
+    has_device_work: bool = False
+    devices: list[dict] = field(default_factory=list)
+    has_memory: bool = False
+    has_modules: bool = False
+    measured_on: str = "host"
+    backend_guess: str | None = None
+    notes: list[str] = field(default_factory=list)
+    step_notes: list[str] = field(default_factory=list)
+    collective_notes: list[str] = field(default_factory=list)
+    steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    breakdown: pd.DataFrame = field(default_factory=pd.DataFrame)
+    device_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    step_busy: pd.DataFrame = field(default_factory=pd.DataFrame)
+    communication: pd.DataFrame = field(default_factory=pd.DataFrame)
+    kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    operators: pd.DataFrame = field(default_factory=pd.DataFrame)
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def rank(self) -> int | None:
+        """distributedInfo's rank (None when the trace has none)."""
+        info = self.distributed_info if isinstance(self.distributed_info, dict) else {}
+        rank = info.get("rank")
+        if isinstance(rank, str) and rank.strip().isdigit():
+            return int(rank)
+        return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the frames (deep), a measure of the summary's size."""
+        return int(sum(getattr(self, f).memory_usage(index=True, deep=True).sum() for f in FRAMES))
+
+    def relabel(self, worker: str | None = None, span: int | None = None) -> TraceSummary:
+        """The same summary under discovery's worker name and span index (not part of the file)."""
+        changes = {k: v for k, v in (("worker", worker), ("span", span)) if v is not None}
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def __repr__(self) -> str:
+        return (f"<TraceSummary {self.worker} ({self.source}): {len(self.steps)} steps, "
+                f"{len(self.collectives)} collectives, measured on {self.measured_on}>")
+
+
+_FACTS = tuple(f.name for f in dataclasses.fields(TraceSummary) if f.name not in FRAMES)
+
+
+# -- to and from arrays ----------------------------------------------------------------------
+
+class _Strings:
+    """One strings table for every text column: ids per column, each string once."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def codes(self, values: pd.Series) -> np.ndarray:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        lut = np.array([self.ids.setdefault(u, len(self.ids)) for u in uniques.tolist()] + [-1], dtype=np.int32)
+        return lut[codes]  # -1 (missing) picks the appended -1
+
+    def table(self) -> np.ndarray:
+        out = np.empty(len(self.ids), dtype=object)
+        out[:] = list(self.ids)
+        return out
+
+
+def _encode(series: pd.Series, key: str, arrays: dict, strings: _Strings) -> dict:
+    """One column into arrays (or JSON); returns how to decode it."""
+    spec = {"name": series.name, "dtype": str(series.dtype)}
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "biuf":
+        arrays[key] = series.to_numpy()
+        return {**spec, "as": "array"}
+    if pd.api.types.is_extension_array_dtype(series.dtype) and series.dtype.kind in "biuf":
+        np_dtype = series.dtype.numpy_dtype
+        arrays[key] = series.to_numpy(dtype=np_dtype, na_value=np_dtype.type(0))
+        arrays[key + ".mask"] = series.isna().to_numpy(bool)
+        return {**spec, "as": "masked"}
+    if pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
+        arrays[key] = strings.codes(series)
+        return {**spec, "as": "strings"}
+    return {**spec, "as": "json", "values": to_jsonable(series.tolist())}
+
+
+def _decode(spec: dict, key: str, arrays: dict, strings: np.ndarray) -> pd.Series:
+    how, dtype = spec["as"], spec["dtype"]
+    if how == "array":
+        return pd.Series(np.array(arrays[key]), name=spec["name"])
+    if how == "masked":
+        values = pd.Series(np.array(arrays[key]), name=spec["name"]).astype(dtype)
+        return values.mask(np.array(arrays[key + ".mask"]))
+    if how == "strings":
+        codes = np.asarray(arrays[key], dtype=np.int64)
+        values = np.empty(len(codes), dtype=object)
+        values[:] = strings[np.maximum(codes, 0)] if len(strings) else None
+        values[codes < 0] = None
+        series = pd.Series(values, dtype=object, name=spec["name"])
+        return series if dtype == "object" else series.astype(dtype)
+    values = np.empty(len(spec["values"]), dtype=object)
+    values[:] = spec["values"]
+    return pd.Series(values, dtype=object, name=spec["name"])
+
+
+def to_arrays(summary: TraceSummary) -> tuple[dict[str, np.ndarray], np.ndarray, dict]:
+    """(named arrays, strings table, JSON meta): what the store writes."""
+    arrays: dict[str, np.ndarray] = {}
+    strings = _Strings()
+    frames = {}
+    for name in FRAMES:
+        frame = getattr(summary, name).reset_index(drop=True)
+        frames[name] = {"rows": len(frame), "columns": [
+            _encode(frame.iloc[:, i].rename(str(c)), f"{name}.{i}", arrays, strings)
+            for i, c in enumerate(frame.columns)]}
+    facts = {f: getattr(summary, f) for f in _FACTS}
+    facts["device_kinds"] = list(summary.device_kinds)
+    return arrays, strings.table(), {"facts": to_jsonable(facts), "frames": frames}
+
+
+def from_arrays(arrays: dict[str, np.ndarray], strings: np.ndarray, meta: dict) -> TraceSummary:
+    """The summary ``to_arrays`` wrote (KeyError/ValueError/TypeError on a malformed meta)."""
+    facts = dict(meta["facts"])
+    facts["device_kinds"] = tuple(facts.get("device_kinds") or ())
+    frames = {}
+    for name in FRAMES:
+        spec = meta["frames"][name]
+        cols = [_decode(c, f"{name}.{i}", arrays, strings) for i, c in enumerate(spec["columns"])]
+        frame = pd.concat(cols, axis=1) if cols else pd.DataFrame(index=pd.RangeIndex(spec["rows"]))
+        if len(frame) != spec["rows"]:
+            raise ValueError(f"summary frame {name}: {len(frame)} rows, {spec['rows']} expected")
+        frames[name] = frame
+    return TraceSummary(**{k: facts[k] for k in _FACTS if k in facts}, **frames)

@@ -1,0 +1,169 @@
+"""Summaries of many files at once: stored ones read, the rest built in parallel.
+
+Why processes, not threads: building a summary is decoding and numpy/pandas work that
+holds the GIL for long stretches, so only processes use every core.  Why ``forkserver``
+(``spawn`` where there is none), never ``fork``: the plugin server that calls this is
+multi-threaded, and a forked copy of a threaded process can deadlock on a lock some
+other thread held.  Beyond one machine, a Dask cluster builds them: each worker reads
+its file where it lives (shared filesystem or fsspec URL) without caching its columns
+(the summary is what is kept), and the summary comes back to be stored here.
+
+One bad file costs nothing else: its slot holds its exception.  A worker process that
+dies (a segfault, the OOM killer) breaks the whole pool, so the files that were in
+flight are retried, each in a process of its own, and only the one that dies again
+gets the error.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+
+from tb_profiler.io.read import source_id
+from tb_profiler.summary.ingest import stored_summary, summary_for
+from tb_profiler.summary.model import TraceSummary
+from tb_profiler.summary.store import summary_key, write_summary
+
+__all__ = ["Progress", "available_cpus", "summarize_files"]
+
+Progress = Callable[[int, int, str], None]
+Outcome = TraceSummary | Exception
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity), at least 1."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def summarize_files(paths: Iterable[str | os.PathLike], *, jobs: int | None = None, dask=None,
+                    cache_dir: str | os.PathLike | None = None, workers: Sequence[str | None] | None = None,
+                    progress: Progress | None = None) -> list[Outcome]:
+    """The summary of each file, in the order given (its exception where it failed).
+
+    Stored summaries whose key matches are read, not rebuilt.  The others are built by
+    ``jobs`` processes (default: the CPUs available; 1 builds here, in this process), or
+    on Dask when ``dask`` is a scheduler address ("tcp://host:8786") or a
+    ``distributed.Client``; each built summary is stored under ``cache_dir``.
+    workers: the worker name of each file (default: from its file name).
+    progress(done_files, total_files, path) is called as each file finishes.
+    """
+    paths = [os.fspath(p) for p in paths]
+    names = list(workers) if workers is not None else [None] * len(paths)
+    if len(names) != len(paths):
+        raise ValueError(f"{len(names)} worker names for {len(paths)} files")
+    results: list[Outcome | None] = [_stored(p, w, cache_dir) for p, w in zip(paths, names)]
+    done = 0
+    for i, r in enumerate(results):  # progress for what was already there
+        if r is not None:
+            done += 1
+            _report(progress, done, len(paths), paths[i])
+    todo = [i for i, r in enumerate(results) if r is None]
+    for i, outcome in _build(paths, names, todo, jobs, dask, cache_dir):
+        results[i] = outcome
+        done += 1
+        _report(progress, done, len(paths), paths[i])
+    return results  # type: ignore[return-value]
+
+
+def _stored(path: str, worker: str | None, cache_dir) -> TraceSummary | None:
+    try:
+        return stored_summary(path, cache_dir=cache_dir, worker=worker)
+    except (OSError, ValueError):  # building it names the problem
+        return None
+
+
+def _report(progress: Progress | None, done: int, total: int, path: str) -> None:
+    if progress is not None:
+        progress(done, total, path)
+
+
+def _build(paths, names, todo, jobs, dask, cache_dir) -> Iterator[tuple[int, Outcome]]:
+    """(index, outcome) of each file of todo, as each finishes."""
+    if not todo:
+        return iter(())
+    if dask is not None:
+        return _on_dask(dask, paths, names, todo, cache_dir)
+    jobs = min(jobs or available_cpus(), len(todo))
+    if jobs <= 1:
+        return ((i, _one(paths[i], names[i], cache_dir)) for i in todo)
+    return _on_pool(paths, names, todo, jobs, cache_dir)
+
+
+def _one(path: str, worker: str | None, cache_dir) -> Outcome:
+    """One file's summary, or its exception (what a pool process runs)."""
+    try:
+        return summary_for(path, cache_dir=cache_dir, worker=worker)
+    except Exception as exc:  # noqa: BLE001 - one bad file must not cost the others
+        return exc
+
+
+# -- local processes ----------------------------------------------------------------------------
+
+def _context():
+    """forkserver (its server preloads the summary code, so each process starts warm), else
+    spawn; never fork (see the module docstring)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["__main__", "tb_profiler.summary.ingest"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _on_pool(paths, names, todo, jobs: int, cache_dir) -> Iterator[tuple[int, Outcome]]:
+    ctx = _context()
+    lost = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(_one, paths[i], names[i], cache_dir): i for i in todo}
+        for fut in as_completed(futures):
+            try:
+                yield futures[fut], fut.result()
+            except BrokenProcessPool:
+                lost.append(futures[fut])
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
+                yield futures[fut], exc
+    for i in sorted(lost):  # only after a crash: one process per file finds the culprit
+        yield i, _alone(paths[i], names[i], cache_dir, ctx)
+
+
+def _alone(path: str, worker: str | None, cache_dir, ctx) -> Outcome:
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        try:
+            return pool.submit(_one, path, worker, cache_dir).result()
+        except BrokenProcessPool:
+            return BrokenProcessPool(f"{path}: the process summarizing it died (out of memory, or a crash)")
+
+
+# -- Dask -------------------------------------------------------------------------------------
+
+def _remote(path: str, worker: str | None) -> TraceSummary:
+    """What a Dask worker runs: read the file where it lives, build, send the summary back
+    (nothing cached on the worker: the summary is stored by the caller)."""
+    return summary_for(path, cache=False, worker=worker)
+
+
+def _on_dask(dask, paths, names, todo, cache_dir) -> Iterator[tuple[int, Outcome]]:
+    from distributed import Client
+    from distributed import as_completed as dask_completed
+
+    client = dask if isinstance(dask, Client) else Client(dask)
+    try:
+        futures = [client.submit(_remote, paths[i], names[i], pure=False) for i in todo]
+        where = {f.key: i for f, i in zip(futures, todo)}
+        for fut in dask_completed(futures):
+            i = where[fut.key]
+            try:
+                summary = fut.result()
+            except Exception as exc:  # noqa: BLE001 - the worker's exception, re-raised here
+                yield i, exc
+                continue
+            if summary.size >= 0:
+                write_summary(summary, summary_key(source_id(paths[i]), summary.size, summary.mtime), cache_dir)
+            yield i, summary
+    finally:
+        if client is not dask:
+            client.close()
