@@ -55,6 +55,17 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--json", action="store_true", help="print JSON")
     summary.set_defaults(func=cmd_summary)
 
+    summarize = sub.add_parser("summarize", help="build the per-trace summaries of a run (what its run-level views "
+                                                 "read), in parallel or on a Dask cluster")
+    summarize.add_argument("path", help="a run folder/URL")
+    summarize.add_argument("--span", type=int, help="the span, 1-based (default: each worker's latest)")
+    summarize.add_argument("--jobs", type=int, help="processes building summaries (default: the CPUs available)")
+    summarize.add_argument("--dask", metavar="ADDR", help="build on this Dask scheduler (tcp://host:8786) instead; "
+                                                          "its workers must reach the files (shared folder or URL)")
+    summarize.add_argument("--cache-dir", help="cache folder (default: $TB_PROFILER_CACHE_DIR or ~/.cache/tb_profiler)")
+    summarize.add_argument("--json", action="store_true", help="print JSON")
+    summarize.set_defaults(func=cmd_summarize)
+
     diff = sub.add_parser("diff", help="compare two traces or runs: step time, operators, kernels")
     diff.add_argument("baseline", help="trace file or run folder (A)")
     diff.add_argument("candidate", help="trace file or run folder (B)")
@@ -249,17 +260,17 @@ def _print_info(doc: dict) -> None:
 # -- summary --------------------------------------------------------------------------
 def cmd_summary(args: argparse.Namespace) -> int:
     try:
-        traces = _traces_of(args.path, args.worker, args.span)
+        run, traces = _run_and_traces(args.path, args.worker, args.span)
     except (TraceFormatError, OSError, KeyError, ValueError) as exc:
         _error(str(exc))
         return EXIT_BAD_INPUT
     docs = [trace_summary(t, args.top) for t in traces]
     doc: dict = {"traces": docs}
-    if len(traces) > 1:
-        from tb_profiler.analysis.distributed import distributed
+    if run is not None and len(traces) > 1:
         from tb_profiler.analysis.jsonable import to_jsonable
 
-        doc["distributed"] = to_jsonable(distributed(traces))
+        # from the workers' summaries, built here (the traces are loaded already)
+        doc["distributed"] = to_jsonable(run.distributed(args.span, jobs=1))
     if args.json:
         _print_json(doc)
     else:
@@ -272,6 +283,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def _traces_of(path: str, worker: str | None = None, span: int | None = None) -> list:
     """The traces a path names: a trace file, or a run folder's workers (one span)."""
+    return _run_and_traces(path, worker, span)[1]
+
+
+def _run_and_traces(path: str, worker: str | None = None, span: int | None = None) -> tuple[Any, list]:
+    """(the run a folder holds, else None; the traces the path names: the file, or the
+    run's workers of one span)."""
     import fsspec
 
     from tb_profiler.trace import load, load_run
@@ -280,9 +297,9 @@ def _traces_of(path: str, worker: str | None = None, span: int | None = None) ->
     if not fs.exists(target):
         raise FileNotFoundError(f"{path}: no such file or folder")
     if not fs.isdir(target):
-        return [load(path)]
+        return None, [load(path)]
     run = load_run(path)
-    return [run.trace(worker, span)] if worker else run.traces(span)
+    return run, [run.trace(worker, span)] if worker else run.traces(span)
 
 
 def trace_summary(trace: Any, top: int) -> dict:
@@ -365,6 +382,71 @@ def _cell(column: str, value: Any) -> str:
 
 def _pct(value: Any) -> str:
     return "-" if value is None else f"{value:.1f}%"
+
+
+# -- summarize ------------------------------------------------------------------------
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from tb_profiler.summary import summarize_files
+    from tb_profiler.trace import load_run
+
+    if args.jobs is not None and args.jobs < 1:
+        _error(f"--jobs {args.jobs}: at least 1")
+        return EXIT_USAGE
+    try:
+        run = load_run(args.path, cache_dir=args.cache_dir)
+        files = {w: run.span_file(w, args.span) for w in run.workers}
+    except (OSError, KeyError, ValueError) as exc:
+        _error(str(exc).strip("'\""))
+        return EXIT_BAD_INPUT
+    start = time.perf_counter()
+
+    def progress(done: int, total: int, path: str) -> None:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        print(f"[{done}/{total}] {name} {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+    try:
+        outcomes = summarize_files([f.path for f in files.values()], jobs=args.jobs, dask=args.dask,
+                                   cache_dir=args.cache_dir, workers=list(files), progress=progress)
+    except (ImportError, OSError) as exc:  # no dask installed, no scheduler at that address
+        _error(f"--dask {args.dask}: {exc}")
+        return EXIT_BAD_INPUT
+    rows = [_summary_row(w, f.path, o, args.cache_dir) for (w, f), o in zip(files.items(), outcomes)]
+    doc = {"run": run.name, "path": run.path, "span": args.span, "seconds": round(time.perf_counter() - start, 3),
+           "files": rows}
+    if args.json:
+        _print_json(doc)
+    else:
+        _print_summarized(doc)
+    for row in rows:
+        if row["error"]:
+            _error(row["error"])
+    return EXIT_BAD_INPUT if any(r["error"] for r in rows) else EXIT_OK
+
+
+def _summary_row(worker: str, path: str, outcome: Any, cache_dir: str | None) -> dict:
+    """One file's line of `tb-profiler summarize`: what its summary says, or its error."""
+    import os
+
+    from tb_profiler.summary.store import summary_path
+
+    if isinstance(outcome, Exception):
+        return {"worker": worker, "path": path, "error": str(outcome)}
+    stored = summary_path(outcome.source, cache_dir)
+    steps = outcome.steps["dur_ns"]
+    return {"worker": worker, "path": path, "rank": outcome.rank, "steps": len(steps),
+            "step_time_avg_ns": round(float(steps.mean())) if len(steps) else None,
+            "collectives": len(outcome.collectives), "measured_on": outcome.measured_on,
+            "summary_bytes": os.path.getsize(stored) if os.path.exists(stored) else None,
+            "build_seconds": round(outcome.seconds, 3), "error": None}
+
+
+def _print_summarized(doc: dict) -> None:
+    ok = [r for r in doc["files"] if not r["error"]]
+    print(f"{doc['run']} ({doc['path']}): {len(ok)} of {len(doc['files'])} trace(s) summarized in "
+          f"{doc['seconds']:.1f} s")
+    _print_table("per trace (build: the seconds its summary took to build, once)", ok,
+                 ("worker", "rank", "steps", "step_time_avg_ns", "collectives", "measured_on", "summary_bytes",
+                  "build_seconds"))
 
 
 # -- diff -----------------------------------------------------------------------------

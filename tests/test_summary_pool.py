@@ -1,0 +1,122 @@
+"""Summaries of many files: a local process pool, a Dask cluster (a real LocalCluster of 2
+worker processes), progress per file, one bad file costing nothing else, stored summaries
+read instead of rebuilt, ``tb_profiler.summarize`` / ``Run.summaries`` and
+``tb-profiler summarize``."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from test_summary import FACTS, assert_same_summary
+
+import tb_profiler
+from tb_profiler.summary import SummaryWarning, TraceSummary, ingest, summarize_files
+
+
+@pytest.fixture(scope="module")
+def gloo_files(sample_logdir) -> list[str]:
+    """Every file of the sample gloo run (2 ranks x 2 spans)."""
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache=False)
+    return [s.path for s in run.info.files]
+
+
+def _progress():
+    calls = []
+    return calls, lambda done, total, path: calls.append((done, total, path))
+
+
+def test_two_processes_give_what_one_gives_with_progress(gloo_files, tmp_path):
+    one = summarize_files(gloo_files, jobs=1, cache_dir=tmp_path / "one")
+    calls, progress = _progress()
+    two = summarize_files(gloo_files, jobs=2, cache_dir=tmp_path / "two", progress=progress)
+    assert all(isinstance(s, TraceSummary) for s in two)
+    for a, b in zip(one, two):
+        assert_same_summary(a, b)
+    n = len(gloo_files)
+    assert [c[:2] for c in calls] == [(i, n) for i in range(1, n + 1)]
+    assert sorted(c[2] for c in calls) == sorted(gloo_files)
+
+
+def test_stored_summaries_are_read_not_rebuilt(gloo_files, tmp_path, monkeypatch):
+    first = summarize_files(gloo_files, jobs=2, cache_dir=tmp_path)  # built (and stored) by the pool
+
+    def tripwire(*a, **k):
+        raise AssertionError("rebuilt a stored summary")
+
+    monkeypatch.setattr(ingest, "summarize_trace", tripwire)
+    calls, progress = _progress()
+    again = summarize_files(gloo_files, jobs=2, cache_dir=tmp_path, progress=progress)
+    for a, b in zip(first, again):
+        assert_same_summary(a, b)
+    assert [c[0] for c in calls] == list(range(1, len(gloo_files) + 1))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_one_bad_file_gives_its_exception_and_costs_nothing_else(gloo_files, tmp_path, jobs):
+    bad = tmp_path / "broken.pt.trace.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": ')
+    missing = tmp_path / "gone.pt.trace.json"
+    paths = [gloo_files[0], str(bad), gloo_files[1], str(missing)]
+    out = summarize_files(paths, jobs=jobs, cache_dir=tmp_path / "cache", workers=["a", "b", "c", "d"])
+    assert isinstance(out[1], tb_profiler.TraceFormatError) and "broken.pt.trace.json" in str(out[1])
+    assert isinstance(out[3], tb_profiler.TraceFormatError) and "gone.pt.trace.json" in str(out[3])
+    assert [out[0].worker, out[2].worker] == ["a", "c"]
+    assert not out[0].collectives.empty
+
+
+def test_dask_local_cluster_gives_the_local_pool_summaries(gloo_files, tmp_path, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    local = summarize_files(gloo_files, jobs=2, cache_dir=tmp_path / "local")
+    bad = tmp_path / "broken.pt.trace.json"
+    bad.write_text("[")
+    calls, progress = _progress()
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = summarize_files([*gloo_files, str(bad)], dask=client, cache_dir=tmp_path / "dask", progress=progress)
+        by_address = summarize_files(gloo_files[:1], dask=cluster.scheduler_address, cache_dir=tmp_path / "addr")
+    assert isinstance(remote[-1], tb_profiler.TraceFormatError)
+    for a, b in zip(local, remote[:-1]):
+        assert_same_summary(a, b)
+    assert_same_summary(local[0], by_address[0])
+    assert len(calls) == len(gloo_files) + 1
+    # the summaries came back and were stored here: read without any build
+    monkeypatch.setattr(ingest, "summarize_trace", lambda *a, **k: pytest.fail("rebuilt"))
+    for a, b in zip(local, summarize_files(gloo_files, jobs=1, cache_dir=tmp_path / "dask")):
+        assert_same_summary(a, b)
+
+
+def test_summarize_and_run_summaries(sample_logdir, tmp_path):
+    run_dir = tmp_path / "ddp_gloo"
+    shutil.copytree(sample_logdir / "ddp_gloo", run_dir)
+    got = tb_profiler.summarize(run_dir, span=1, jobs=1, cache_dir=tmp_path / "cache")
+    assert [(s.worker, s.span, s.rank) for s in got] == [("rank0", 1, 0), ("rank1", 1, 1)]
+    run = tb_profiler.load_run(run_dir, cache_dir=tmp_path / "cache")
+    latest = run.summaries()
+    assert [s.span for s in latest] == [2, 2] and not run._traces  # no trace was loaded
+    (run_dir / "rank2.1.pt.trace.json").write_text("{")
+    with pytest.warns(SummaryWarning, match="rank2.1.pt.trace.json"):
+        assert len(tb_profiler.load_run(run_dir, cache_dir=tmp_path / "cache").summaries(1)) == 2
+
+
+def test_cli_summarize_prints_progress_and_a_table(sample_logdir, tmp_path, capsys):
+    from tb_profiler.cli import main
+
+    run = str(sample_logdir / "ddp_gloo")
+    assert main(["summarize", run, "--span", "1", "--jobs", "2", "--cache-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    progress = captured.err.splitlines()
+    assert [line.split()[0] for line in progress] == ["[1/2]", "[2/2]"]
+    assert all(line.endswith(" s") and ".pt.trace.json" in line for line in progress)
+    assert "2 of 2 trace(s) summarized" in captured.out and "rank0" in captured.out
+    assert main(["summarize", run, "--json", "--cache-dir", str(tmp_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(f["worker"], f["rank"], f["steps"], f["error"]) for f in doc["files"]] == \
+        [("rank0", 0, 2, None), ("rank1", 1, 2, None)]
+    assert all(0 < f["summary_bytes"] < 50_000 for f in doc["files"])
+    assert main(["summarize", run, "--span", "9", "--cache-dir", str(tmp_path)]) == 1
+    assert "has no span 9" in capsys.readouterr().err
+
+
+def test_facts_named_by_the_comparison_exist():
+    assert set(FACTS) <= {f for f in TraceSummary.__dataclass_fields__}
