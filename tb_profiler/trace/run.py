@@ -38,6 +38,17 @@ class Run:
         """The spans of a worker (default: the first), in time order."""
         return self.info.workers[self._worker(worker)]
 
+    def span_file(self, worker: str, span: int | None) -> SpanFile:
+        """One worker's file of one span (1-based index; None: the latest); KeyError if none."""
+        spans = self.info.workers[worker]
+        if span is None:
+            return spans[-1]
+        for s in spans:
+            if s.index == span:
+                return s
+        raise KeyError(f"worker {worker!r} of run {self.name!r} has no span {span}; spans: "
+                       f"{', '.join(str(s.index) for s in spans)}")
+
     def trace(self, worker: str | None = None, span: int | None = None) -> Trace:
         """One worker's trace for one span (1-based index; default: the latest span)."""
         return self._load(self.span_file(self._worker(worker), span))
@@ -102,17 +113,6 @@ class Run:
         if worker not in self.info.workers:
             raise KeyError(f"run {self.name!r} has no worker {worker!r}; workers: {', '.join(self.workers)}")
         return worker
-
-    def span_file(self, worker: str, span: int | None) -> SpanFile:
-        """One worker's file of one span (1-based index; None: the latest); KeyError if none."""
-        spans = self.info.workers[worker]
-        if span is None:
-            return spans[-1]
-        for s in spans:
-            if s.index == span:
-                return s
-        raise KeyError(f"worker {worker!r} of run {self.name!r} has no span {span}; spans: "
-                       f"{', '.join(str(s.index) for s in spans)}")
 
     def _summary_outcomes(self, span: int | None, jobs: int | None, dask, progress=None) -> list:
         """Each worker's summary of the span, or its exception (a worker without that span:
