@@ -43,8 +43,9 @@ Where the checkout has `tb-profiler summarize` (tb_profiler.summary), also
   summarize dask  with --dask: the same on a dask LocalCluster of 2 single-thread worker
                 processes (started here; its address replaces {scheduler} in --dask-args).
                 Skipped with a message where tb_profiler.summary or distributed is missing.
-A server whose process tree passes --max-rss is killed (the machine is shared) and
-reported so.
+A process tree whose heap (RssAnon) passes --max-rss is killed (the machine is shared)
+and reported so; file pages (mapped cache entries) do not count there, the kernel drops
+them under pressure.
 
 --code DIR: a checkout of a baseline commit, measured in the same run, and every figure of
 --current divided by it is printed as a ratio. Without touching this checkout's index:
@@ -179,8 +180,8 @@ class Sampler(threading.Thread):
             if t >= next_curve:
                 self.curve.append((round(t, 1), total, anon))
                 next_curve = t + CURVE_S
-            if total > self.max_rss and self.killed is None:
-                self.killed = f"killed at {t:.0f} s: process tree RSS {total / 2**30:.1f} GiB > --max-rss"
+            if anon > self.max_rss and self.killed is None:  # heap: file pages are the kernel's to drop
+                self.killed = f"killed at {t:.0f} s: process tree heap (RssAnon) {anon / 2**30:.1f} GiB > --max-rss"
                 for root in self.roots:
                     stop_group(root, hard=True)
             self.stop.wait(SAMPLE_S)
@@ -585,6 +586,9 @@ def goal_lines(result: dict) -> list[str]:
                  f"this run is {m['ranks']} x {size_label(m['size'])})")]
     cur = result["codes"]["current"]
     lines = ["issue 8 targets, current code:"]
+    goals = dict(goals)
+    if "server warm open_s" in goals and "server after summarize" in cur:  # summaries cached, either way
+        goals["server after summarize open_s"] = goals["server warm open_s"]
     for figure, limit in goals.items():
         if figure == "peak_rss_gb":
             vals = [r["peak_rss"] / 2**30 for r in cur.values() if "peak_rss" in r and "open_s" in r]
@@ -601,7 +605,7 @@ def goal_lines(result: dict) -> list[str]:
                 value = float("inf")
         shown = "not measured" if value is None else "never" if value == float("inf") else f"{value:.2f}"
         verdict = "" if value is None else "met" if value <= limit else "NOT met"
-        lines.append(f"  {figure:<22} <= {limit:<5} {shown:>12}  {verdict}")
+        lines.append(f"  {figure:<34} <= {limit:<5} {shown:>12}  {verdict}")
     return lines
 
 
@@ -621,7 +625,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dask-args", default="summarize {run} --dask {scheduler}")
     ap.add_argument("--jobs", type=int, default=2, help="processes for generating the run and for summarize")
     ap.add_argument("--max-rss", type=parse_size, default=parse_size("12G"),
-                    help="kill a server whose process tree passes this RSS (default 12G)")
+                    help="kill a process tree whose heap (RssAnon) passes this (default 12G)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--json-out", type=Path, help="also write the results as JSON to this file")
     args = ap.parse_args(argv)
