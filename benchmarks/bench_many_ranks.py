@@ -111,7 +111,9 @@ def prepare_run(ranks: int, size: int, jobs: int, out: Path = OUT) -> tuple[Path
     manifest_path = folder / make_many_ranks.MANIFEST
     if manifest_path.exists():
         m = json.loads(manifest_path.read_text())
-        if (m.get("version"), m.get("ranks"), m.get("size")) == (make_many_ranks.VERSION, ranks, size):
+        mine = (make_many_ranks.VERSION, ranks, size, None, 5, 0, "last")  # generate()'s defaults
+        if (m.get("version"), m.get("ranks"), m.get("size"), m.get("skew_rank"), m.get("jitter_us"), m.get("seed"),
+                m.get("spans")) == mine:
             m["reused"] = True
             return logdir, run, m
     print(f"generating {ranks} ranks x {size_label(size)} into {folder} ...", file=sys.stderr, flush=True)
