@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import mmap
 import os
 import struct
@@ -136,7 +137,7 @@ def _parse(header: dict, mm: mmap.mmap, start: int, path: str) -> Entry:
         dtype = np.dtype(spec["dtype"])
         shape = tuple(int(x) for x in spec["shape"])
         off, nbytes = start + int(spec["offset"]), int(spec["nbytes"])
-        count = int(np.prod(shape)) if shape else 1
+        count = math.prod(shape)
         if off < start or nbytes != count * dtype.itemsize or off + nbytes > len(mm) or dtype.hasobject:
             raise _Invalid(name)
         view = memoryview(mm)[off:off + nbytes]

@@ -84,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--reload-interval", type=float, help="seconds between logdir scans (default $TB_PROFILER_RELOAD_S or 5)")
     serve.add_argument("--threads", type=int, help="loader and analysis threads (default $TB_PROFILER_THREADS or 2)")
     serve.add_argument("--cache-dir", help="cache folder (default: $TB_PROFILER_CACHE_DIR or ~/.cache/tb_profiler)")
+    serve.add_argument("--jobs", type=int, help="processes building the summaries of runs of several workers "
+                                                "(default $TB_PROFILER_JOBS or the CPUs available)")
+    serve.add_argument("--dask", metavar="ADDR", help="build those summaries on this Dask scheduler "
+                                                      "(tcp://host:8786; default $TB_PROFILER_DASK)")
     serve.add_argument("--source-root", action="append", default=[], metavar="DIR",
                        help="a folder to find the Python files of stack frames under, for jump to source "
                             "(repeatable; also $TB_PROFILER_SOURCE_ROOTS, os.pathsep-separated)")
@@ -517,10 +521,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not os.path.isdir(os.path.expanduser(root)):
             _error(f"--source-root {root}: no such folder")
             return EXIT_BAD_INPUT
+    if args.jobs is not None and args.jobs < 1:
+        _error(f"--jobs {args.jobs}: at least 1")
+        return EXIT_USAGE
     try:
         serve(args.logdir, host=args.host, port=args.port, memory_mb=args.memory_mb,
               reload_s=args.reload_interval, threads=args.threads, cache_dir=args.cache_dir,
-              source_roots=args.source_root)
+              source_roots=args.source_root, jobs=args.jobs, dask=args.dask)
     except OSError as exc:  # port in use, address not available
         _error(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}")
         return EXIT_BAD_INPUT

@@ -19,7 +19,7 @@ import pytest
 import tb_profiler
 from tb_profiler.analysis.collectives import bus_factor, collective_family, collectives
 from tb_profiler.analysis.distributed import distributed
-from tb_profiler.plugin.views import dist_commops, dist_overlap
+from tb_profiler.plugin.views import dist_commops, dist_overlap, run_summaries
 
 US = 1000  # the traces are written in µs; results are ns
 HOST, DEV = 100, 0  # pid of the host process, and of GPU 0's rows (Kineto writes the device id)
@@ -194,7 +194,7 @@ def test_communication_line_uses_the_overview_figure(nccl_pair):
         "Communication: 59.0 us per step here (59.0 us total over 1 step: all the time communication kernels run); "
         "the Overview counts 56.0 us per step: the part not hidden behind kernels, memcpy or memset, host "
         "communication calls included")
-    assert dist_overlap(nccl_pair)["ranks"][0]["communication_note"] == row["communication_note"]
+    assert dist_overlap(run_summaries(nccl_pair))["ranks"][0]["communication_note"] == row["communication_note"]
 
 
 def test_seq_matches_the_same_collective_when_a_rank_lost_one(tmp_path):
@@ -232,7 +232,7 @@ def test_unknown_group_size_leaves_busbw_empty_with_a_note(tmp_path):
     assert "rank 0 (rank0): group size unknown for 1 collective calls (allreduce): no 'Group size' or 'Process " \
            "Group Ranks' in the trace and no distributedInfo for their process group, so their bus bandwidth is " \
            "left empty" in r["notes"]
-    assert dist_commops([trace])["rows"][0]["busbw_gbps"] is None
+    assert dist_commops(run_summaries([trace]))["rows"][0]["busbw_gbps"] is None
 
 
 def _gloo_cuda_rank(tmp_path, rank, gloo_start):
@@ -259,10 +259,10 @@ def test_gloo_with_cuda_tensors_has_no_overlap(tmp_path):
     assert ranks.loc[0, ["computation_ns", "communication_ns"]].tolist() == [40 * US, 30 * US]
     assert ranks["overlap_ns"].isna().all() and ranks["other_ns"].isna().all()
     assert r["steps"]["overlap_ns"].isna().all()
-    doc = dist_overlap(traces)
+    doc = dist_overlap(run_summaries(traces))
     assert [row["overlap_ns"] for row in doc["ranks"]] == [None, None]
     assert [row["other_ns"] for row in doc["steps"]] == [None, None]
-    rows = dist_commops(traces)["rows"]
+    rows = dist_commops(run_summaries(traces))["rows"]
     # 64 floats on the host, over [45, 75] = 30 µs on rank 0
     assert [(x["name"], x["bytes"], x["time_on"], x["group_size"]) for x in rows] == \
         [("gloo:all_reduce", 256, "host", 2)] * 2

@@ -132,12 +132,9 @@ def distributed_from_summaries(summaries: Sequence) -> dict:
     recs, clock = align(recs, _rank_frame(ranked), notes)
     recs = waits(recs)
     notes += match_notes(recs)
-    per_rank, windows = [], {}
-    for rank, worker, s in ranked:  # one iteration per rank, a few vectorized steps each
-        per_rank.append(_rank_rows(rank, worker, s, recs[recs["rank"] == rank]))
-        windows[rank] = (s.steps["start_ns"].to_numpy(np.int64), s.steps["end_ns"].to_numpy(np.int64))
+    per_step, windows = _step_rows(ranked, recs)
+    for rank, worker, s in ranked:
         notes += [f"rank {rank} ({worker}): {n}" for n in s.step_notes]
-    per_step = pd.concat(per_rank, ignore_index=True) if per_rank else _empty(STEP_COLUMNS)
     if len({s.measured_on for _, _, s in ranked}) > 1:
         notes.append("the ranks are not all measured on the same timeline (device, host, or device computation "
                      "with host collectives): their numbers do not compare directly")
@@ -256,41 +253,66 @@ def _rank_frame(ranked: list) -> pd.DataFrame:
 # -- per rank --------------------------------------------------------------------------------
 
 def _records(ranked: list, notes: list[str]) -> pd.DataFrame:
-    """Every rank's collective records, with rank and worker; notes on each rank's own."""
-    recs = []
-    for rank, worker, s in ranked:  # one frame per rank, concatenated once
+    """Every rank's collective records, with rank and worker; notes on each rank's own.
+    Concatenated once (a frame per rank would cost seconds for a thousand ranks)."""
+    for rank, worker, s in ranked:
         if s.collectives.empty:
             notes.append(f"rank {rank} ({worker}): no communication events in the trace")
         notes += [f"rank {rank} ({worker}): {n}" for n in (*_source_notes(s), *s.collective_notes)]
-        recs.append(s.collectives.assign(rank=rank, worker=worker))
-    return pd.concat(recs, ignore_index=True) if recs else _empty([*RECORD_COLUMNS, "rank", "worker"])
+    frames = [s.collectives for _, _, s in ranked]
+    if not any(len(f) for f in frames):
+        return _empty([*RECORD_COLUMNS, "rank", "worker"])
+    counts = [len(f) for f in frames]
+    recs = pd.concat([f for f in frames if len(f)], ignore_index=True)
+    recs["rank"] = np.repeat(np.array([r for r, _, _ in ranked], dtype=np.int64), counts)
+    recs["worker"] = np.repeat(np.array([w for _, w, _ in ranked], dtype=object), counts)
+    return recs
 
 
-def _rank_rows(rank, worker, s, recs: pd.DataFrame) -> pd.DataFrame:
-    """Per-step computation/communication/overlap/other/wait/transfer of one rank."""
-    num = s.steps["step"].to_numpy(np.int64)
-    lo, hi = s.steps["start_ns"].to_numpy(np.int64), s.steps["end_ns"].to_numpy(np.int64)
-    busy = s.step_busy
-    comm = (s.communication["start"].to_numpy(np.int64), s.communication["end"].to_numpy(np.int64))
-    starts = recs["start"].to_numpy(np.int64)
-    wait_iv = intersect(merge_intervals(starts, starts + recs["wait"].to_numpy(np.int64)), comm)
-    wait = covered_in(*wait_iv, lo, hi)
-    comp_ns, comm_ns, overlap = (busy[c].to_numpy(np.int64) for c in ("computation_ns", "communication_ns",
-                                                                      "overlap_ns"))
+def _step_rows(ranked: list, recs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """(per rank and step: computation/communication/overlap/other/wait/transfer
+    (STEP_COLUMNS), each rank's step windows).  Every rank's tables are concatenated once
+    and each rank's wait is a few numpy calls on its slices (pandas per rank would cost
+    seconds for a thousand ranks)."""
+    if not ranked:
+        return _empty(STEP_COLUMNS), {}
+    steps, n_steps = _stacked(ranked, "steps", ["step", "start_ns", "end_ns"])
+    busy, _ = _stacked(ranked, "step_busy", ["computation_ns", "communication_ns", "overlap_ns"])
+    comm, n_comm = _stacked(ranked, "communication", ["start", "end"])
+    where = recs.groupby("rank", sort=False).indices if len(recs) else {}
+    starts, waits = recs["start"].to_numpy(np.int64), recs["wait"].to_numpy(np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    lo, hi = steps["start_ns"], steps["end_ns"]
+    wait = np.zeros(len(lo), dtype=np.int64)
+    windows = {}
+    step_at, comm_at = np.cumsum([0, *n_steps]), np.cumsum([0, *n_comm])
+    for i, (rank, _, _) in enumerate(ranked):  # numpy calls on the rank's own slices
+        a, b = step_at[i], step_at[i + 1]
+        windows[rank] = (lo[a:b], hi[a:b])
+        mine = where.get(rank, none)
+        intervals = (comm["start"][comm_at[i]:comm_at[i + 1]], comm["end"][comm_at[i]:comm_at[i + 1]])
+        wait[a:b] = covered_in(*intersect(merge_intervals(starts[mine], starts[mine] + waits[mine]), intervals),
+                               lo[a:b], hi[a:b])
+    known = np.repeat([s.measured_on != "mixed" for _, _, s in ranked], n_steps)  # else host and device mix
     step = hi - lo
-    known = s.measured_on != "mixed"  # else computation (device) and communication (host) do not compare
-    df = pd.DataFrame({"rank": rank, "worker": worker, "step": num, "step_ns": step,
-                       "computation_ns": comp_ns, "communication_ns": comm_ns,
-                       "overlap_ns": _maybe(overlap, known),
-                       "other_ns": _maybe(step - (comp_ns + comm_ns - overlap), known),
+    comp, comm_ns, overlap = busy["computation_ns"], busy["communication_ns"], busy["overlap_ns"]
+    df = pd.DataFrame({"rank": np.repeat(np.array([r for r, _, _ in ranked], dtype=np.int64), n_steps),
+                       "worker": np.repeat(np.array([w for _, w, _ in ranked], dtype=object), n_steps),
+                       "step": steps["step"], "step_ns": step, "computation_ns": comp, "communication_ns": comm_ns,
+                       "overlap_ns": pd.array(overlap, dtype="Int64"),
+                       "other_ns": pd.array(step - (comp + comm_ns - overlap), dtype="Int64"),
                        "wait_ns": wait, "transfer_ns": comm_ns - wait})
-    return df[STEP_COLUMNS]
+    for c in _UNKNOWN_IF_MIXED:
+        df[c] = df[c].mask(~known)
+    return df[STEP_COLUMNS], windows
 
 
-def _maybe(values: np.ndarray, known: bool) -> pd.array:
-    """Nullable int64: the values, or all null when they are not known."""
-    out = pd.array(np.asarray(values, dtype=np.int64), dtype="Int64")
-    return out if known else pd.array([pd.NA] * len(out), dtype="Int64")
+def _stacked(ranked: list, frame: str, columns: list[str]) -> tuple[dict[str, np.ndarray], list[int]]:
+    """({column: every rank's values, rank after rank}, rows per rank) of one summary frame."""
+    frames = [getattr(s, frame) for _, _, s in ranked]
+    stacked = {c: np.concatenate([np.zeros(0, np.int64), *(f[c].to_numpy(np.int64) for f in frames if len(f))])
+               for c in columns}
+    return stacked, [len(f) for f in frames]
 
 
 def _in_windows(start: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

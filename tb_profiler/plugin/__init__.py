@@ -2,9 +2,10 @@
 (``tb_plugin.ProfilerPlugin``, plugin name ``pytorch_profiler``) or standalone
 (``serve``, ``tb-profiler serve LOGDIR``).
 
-    state.py    discovery thread, background loading with progress, LRU of parsed traces
+    state.py    discovery thread, background loading with progress, per-file summaries
+                (runs of several workers), LRU of parsed traces
     app.py      the WSGI app: routes, parameter validation, JSON/errors, CSP headers
-    views.py    route bodies: analyses -> JSON data (relative timestamps)
+    views.py    route bodies: analyses (or a run's summaries) -> JSON data (relative timestamps)
     timeline.py the trace view's windowed, pixel-bounded events per track
     static.py   the frontend bundle (static/), or a page saying it is not built
     tb_plugin.py / serve.py  the two ways to serve the app

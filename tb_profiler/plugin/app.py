@@ -1,10 +1,13 @@
 """The WSGI app behind every route of docs/api.md, for TensorBoard and for ``serve``.
 
-Request threads only validate parameters, look names up, wait (bounded) for loads and
-hand the work to a small thread pool; answers are cached as encoded JSON keyed by the
-route, its parameters and the identity (path, size, mtime) of the files used. Any
-problem becomes ``{"error": ...}`` with 400/404 (500 for a bug), never a traceback, and
-every response carries the Content-Security-Policy.
+Request threads only validate parameters, look names up, wait (bounded) for loads or
+summaries and hand the work to a small thread pool; answers are cached as encoded JSON
+keyed by the route, its parameters and the identity (path, size, mtime) of the files
+used. Per-trace routes read the trace (the state's LRU); run-level routes (``views`` of a
+run of several workers, ``distributed/*``) read the files' summaries only, and share one
+cross-rank analysis per (run, span, files). Any problem becomes ``{"error": ...}`` with
+400/404 (500 for a bug), never a traceback, and every response carries the
+Content-Security-Policy.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from werkzeug.wrappers import Request, Response
 
 from tb_profiler.io.discovery import natural_key
 from tb_profiler.plugin import ROUTE_PREFIX, static, views
-from tb_profiler.plugin.state import FAILED, FileEntry, LoadFailed, ProfilerState
+from tb_profiler.plugin.state import FAILED, LOADED, S_FAILED, FileEntry, LoadFailed, ProfilerState
 
 logger = logging.getLogger("tb_profiler.plugin")
 
@@ -36,6 +39,11 @@ SECURITY_HEADERS = (("Content-Security-Policy", CSP), ("X-Content-Type-Options",
 LOAD_WAIT_S = 5.0        # how long a request waits for a trace before answering 202
 COMPUTE_WAIT_S = 60.0    # ... and for an analysis
 RETRY_AFTER_MS = 500
+SUMMARY_RETRY_MS = 1000  # a 202 while a run's summaries are built
+RUNS_KEPT = 4            # cross-rank analyses kept in memory (each shared by the run-level routes)
+MAX_RANKS_SHOWN = 8      # ranks in one trace/ranks window
+DEFAULT_RANKS_SHOWN = 4  # ... when none are named: the slowest ones
+MAX_MATRIX_CELLS = 1_000_000  # distributed/ranks' step_matrix
 MAX_TEXT = 4096          # longest accepted text parameter
 _INT_RE = re.compile(r"^-?\d{1,19}$")
 
@@ -143,6 +151,7 @@ class ProfilerApp:
         self.responses = ResponseCache(max(16 << 20, min(256 << 20, state.memory_bytes // 4)))
         self._inflight: dict[Any, Future] = {}
         self._inflight_lock = threading.Lock()
+        self._runs: "OrderedDict[tuple, views.RunSummaries]" = OrderedDict()
         self.routes: dict[str, Callable[[Request], Response]] = {
             "runs": self.r_runs, "status": self.r_status, "skipped": self.r_skipped,
             "views": self.r_views, "workers": self.r_workers, "spans": self.r_spans,
@@ -154,8 +163,11 @@ class ProfilerApp:
             "module": self.r_module, "tree": self.r_tree,
             "trace": self.r_trace, "trace/event": self.r_trace_event, "trace/raw": self.r_trace_raw,
             "trace/search": self.r_trace_search,
+            "trace/ranks": self.r_trace_ranks,
             "distributed/gpuinfo": self.r_dist_gpuinfo, "distributed/overlap": self.r_dist_overlap,
             "distributed/waittime": self.r_dist_wait, "distributed/commops": self.r_dist_commops,
+            "distributed/ranks": self.r_dist_ranks, "distributed/instances": self.r_dist_instances,
+            "distributed/matrix": self.r_dist_matrix,
             "diff": self.r_diff, "diffnode": self.r_diffnode,
         }
 
@@ -283,32 +295,55 @@ class ProfilerApp:
         return [self._entry(p, prefix)]
 
     # -- the compute path -----------------------------------------------------------------------
+    @staticmethod
+    def _key(request: Request, entries: list[FileEntry], key_extra: tuple) -> tuple:
+        return (request.path.rsplit(ROUTE_PREFIX, 1)[-1], tuple(sorted(request.args.items(multi=True))),
+                tuple(e.key for e in entries), key_extra)
+
     def compute(self, request: Request, entries: list[FileEntry], fn: Callable[[list], Any],
                 key_extra: tuple = ()) -> Response:
         """fn(traces) on the pool, through the response cache, after the traces are loaded."""
-        key = (request.path.rsplit(ROUTE_PREFIX, 1)[-1], tuple(sorted(request.args.items(multi=True))),
-               tuple(e.key for e in entries), key_extra)
+        key = self._key(request, entries, key_extra)
         cached = self.responses.get(key)
         if cached is not None:
             return self.body(cached, request=request)
         self._await_loaded(entries)
+        body = self._pooled(key, lambda: self._encoded(key, fn([self.state.trace(e) for e in entries])))
+        return self.body(body, request=request)
+
+    def compute_run(self, request: Request, entries: list[FileEntry], fn: Callable[[views.RunSummaries], Any],
+                    key_extra: tuple = ()) -> Response:
+        """fn(the files' RunSummaries) on the pool, through the response cache, once every
+        file's summary is ready or failed: no trace is loaded."""
+        key = self._key(request, entries, key_extra)
+        cached = self.responses.get(key)
+        if cached is not None:
+            return self.body(cached, request=request)
+        run = self._run_summaries(entries)
+        body = self._pooled(key, lambda: self._encoded(key, fn(run)))
+        return self.body(body, request=request)
+
+    def _encoded(self, key, data: Any) -> bytes:
+        body = _encode(data)
+        self.responses.put(key, body)
+        return body
+
+    def _pooled(self, key, work: Callable[[], Any]) -> Any:
+        """work() on the pool, once at a time per key (a second request waits for the same
+        run of it); after COMPUTE_WAIT_S a 202 (computing) while it goes on."""
         with self._inflight_lock:
             fut = self._inflight.get(key)
             if fut is None:
-                fut = self.pool.submit(self._run_compute, key, entries, fn)
+                fut = self.pool.submit(self._run_pooled, key, work)
                 self._inflight[key] = fut
         try:
-            body = fut.result(timeout=COMPUTE_WAIT_S)
+            return fut.result(timeout=COMPUTE_WAIT_S)
         except FutureTimeout:
             raise Loading({"loading": True, "computing": True, "retry_after_ms": 2000}) from None
-        return self.body(body, request=request)
 
-    def _run_compute(self, key, entries: list[FileEntry], fn) -> bytes:
+    def _run_pooled(self, key, work: Callable[[], Any]) -> Any:
         try:
-            traces = [self.state.trace(e) for e in entries]
-            body = _encode(fn(traces))
-            self.responses.put(key, body)
-            return body
+            return work()
         except LoadFailed as exc:
             raise ApiError(404, str(exc)) from None
         except views.NotFound as exc:
@@ -318,18 +353,41 @@ class ProfilerApp:
                 self._inflight.pop(key, None)
 
     def _await_loaded(self, entries: list[FileEntry]) -> None:
+        """Wait (bounded) until each file has been parsed once (then its columns are in the
+        disk cache: the compute reloads an evicted one cheaply), else 202 with progress. Not
+        all in memory at once: an LRU smaller than the files would never get there."""
         if all(self.state.resident(e) for e in entries):
             return
         self.state.wait_loaded(entries, LOAD_WAIT_S)
         failed = [e for e in entries if e.state == FAILED]
         if failed:
             raise ApiError(404, failed[0].error or f"{failed[0].rel}: could not be read")
-        if not all(self.state.resident(e) for e in entries):
+        if not all(e.state == LOADED for e in entries):
             done, total = self.state.progress(entries)
             run_done, run_total = self.state.progress(self.state.run_entries(entries[0].run))
             raise Loading({"loading": True, "run": entries[0].run, "loaded_bytes": done, "total_bytes": total,
                            "run_loaded_bytes": run_done, "run_total_bytes": run_total,
                            "retry_after_ms": RETRY_AFTER_MS})
+
+    def _run_summaries(self, entries: list[FileEntry]) -> views.RunSummaries:
+        """The files' summaries (waiting, bounded, for them to be built: else 202 with the
+        progress), as one RunSummaries per set of files, kept for the next routes."""
+        self.state.request_summaries(entries)
+        if not self.state.wait_summarized(entries, LOAD_WAIT_S):
+            progress = self.state.summary_progress(entries)
+            raise Loading({"loading": True, "summarizing": True, "run": entries[0].run, **progress,
+                           "loaded_bytes": progress["summarized_bytes"], "retry_after_ms": SUMMARY_RETRY_MS})
+        key = tuple((e.key, e.summary_state) for e in entries)
+        with self._inflight_lock:
+            run = self._runs.get(key)
+            if run is None:
+                run = views.RunSummaries([views.SummaryMissing(e.worker, e.summary_error or "not summarized")
+                                          if e.summary_state == S_FAILED else e.summary for e in entries])
+                self._runs[key] = run
+                while len(self._runs) > RUNS_KEPT:
+                    self._runs.popitem(last=False)
+            self._runs.move_to_end(key)
+            return run
 
     def one(self, request: Request, fn: Callable[..., Any], *args, **kw) -> Response:
         """fn(trace, *args) on the trace that run/worker/span name."""
@@ -360,8 +418,9 @@ class ProfilerApp:
             if e.worker not in latest or e.index > latest[e.worker].index:
                 latest[e.worker] = e
         chosen = [latest[w] for w in sorted(latest, key=natural_key)]
-        n_workers = len(chosen)
-        return self.compute(request, chosen, lambda traces: views.views(traces, n_workers))
+        if len(chosen) > 1:  # a run of several workers: from their summaries, no trace loaded
+            return self.compute_run(request, chosen, lambda run: views.views(run.ok, len(chosen)))
+        return self.compute(request, chosen, lambda traces: views.views(traces, 1))
 
     def r_workers(self, request: Request) -> Response:
         p = Params(request.args)
@@ -522,29 +581,107 @@ class ProfilerApp:
                                  "Cache-Control": "no-store"})
 
     # -- distributed ---------------------------------------------------------------------------
-    def _dist(self, request: Request, fn) -> Response:
-        p = Params(request.args)
-        entries, workers = self._span_entries(p)
-        if len(entries) < 2:
-            def single(traces):
-                info = traces[0].distributed_info
+    def _span_files(self, p: Params) -> list[FileEntry]:
+        """Every worker's file of one span (default: each worker's latest), those that could
+        not be read too: the run-level routes name them (info.excluded) instead of hiding them."""
+        run = p.text("run", required=True)
+        entries = self._run_entries(run)
+        span = p.integer("span", None, 1, 1_000_000)
+        out = []
+        for worker in sorted({e.worker for e in entries}, key=natural_key):
+            mine = [e for e in entries if e.worker == worker]
+            pick = max(mine, key=lambda e: e.index) if span is None else next(
+                (e for e in mine if e.index == span), None)
+            if pick is not None:
+                out.append(pick)
+        if not out or all(e.state == FAILED for e in out):
+            raise ApiError(404, f"run {run[:200]!r} has no readable trace" +
+                           (f" for span {span}" if span is not None else ""))
+        return out
+
+    def _dist(self, request: Request, fn: Callable[[views.RunSummaries], Any]) -> Response:
+        """fn(the span's RunSummaries): the cross-rank analysis is computed once and shared."""
+        entries = self._span_files(Params(request.args))
+
+        def body(run: views.RunSummaries) -> Any:
+            if len(entries) < 2:
+                only = run.summaries[0]
+                if isinstance(only, views.SummaryMissing):
+                    raise views.NotFound(only.reason)
+                info = only.distributed_info
                 if not (isinstance(info, dict) and (info.get("world_size") or 1) > 1):
                     raise views.NotFound("this run has a single worker and no distributed information")
-                return fn(traces, workers)
-            return self.compute(request, entries, single)
-        return self.compute(request, entries, lambda traces: fn(traces, workers))
+            return fn(run)
+
+        return self.compute_run(request, entries, body)
 
     def r_dist_gpuinfo(self, request: Request) -> Response:
         return self._dist(request, views.dist_gpuinfo)
 
     def r_dist_overlap(self, request: Request) -> Response:
-        return self._dist(request, lambda traces, workers: views.dist_overlap(traces))
+        return self._dist(request, views.dist_overlap)
 
     def r_dist_wait(self, request: Request) -> Response:
-        return self._dist(request, lambda traces, workers: views.dist_wait(traces))
+        return self._dist(request, views.dist_wait)
 
     def r_dist_commops(self, request: Request) -> Response:
-        return self._dist(request, lambda traces, workers: views.dist_commops(traces))
+        return self._dist(request, views.dist_commops)
+
+    def r_dist_ranks(self, request: Request) -> Response:
+        return self._dist(request, lambda run: views.dist_ranks(run, MAX_MATRIX_CELLS))
+
+    def r_dist_instances(self, request: Request) -> Response:
+        p = Params(request.args)
+        sort = p.choice("sort", tuple(views.INSTANCE_SORTS), "skew")
+        limit = p.integer("limit", 200, 1, 5000)
+        offset = p.integer("offset", 0, 0, 1 << 40)
+        return self._dist(request, lambda run: views.dist_instances(run, sort, limit, offset))
+
+    def r_dist_matrix(self, request: Request) -> Response:
+        return self._dist(request, views.dist_matrix)
+
+    def _named_workers(self, p: Params, entries: list[FileEntry]) -> list[str] | None:
+        """trace/ranks' ``workers``: up to MAX_RANKS_SHOWN distinct names of the span, or None."""
+        raw = p.text("workers", max_len=MAX_TEXT)
+        if raw is None or raw == "":
+            return None
+        names = [w.strip() for w in raw.split(",")]
+        if not all(names):
+            raise ApiError(400, "query parameter 'workers' holds an empty name")
+        if len(names) > MAX_RANKS_SHOWN:
+            raise ApiError(400, f"query parameter 'workers' names {len(names)} workers: at most {MAX_RANKS_SHOWN}")
+        if len(set(names)) != len(names):
+            raise ApiError(400, "query parameter 'workers' names a worker twice")
+        known = {e.worker for e in entries}
+        unknown = [w for w in names if w not in known]
+        if unknown:
+            raise ApiError(404, f"run {entries[0].run[:200]!r} has no worker {unknown[0][:200]!r} in this span")
+        return names
+
+    def r_trace_ranks(self, request: Request) -> Response:
+        """Several ranks' timelines in one window, on one clock: the summaries give each
+        rank's clock correction (and, by default, the slowest ranks); only the ranks shown
+        are loaded (through the LRU)."""
+        p = Params(request.args)
+        entries = self._span_files(p)
+        named = self._named_workers(p, entries)
+        a, b = self._window(p)
+        width = p.integer("width", 1500, 100, 10000)
+        max_events = p.integer("max_events", 20000, 100, 100000)
+        max_flows = p.integer("max_flows", 2000, 0, 20000)
+        run = self._run_summaries(entries)
+        clock, slowest = self._pooled(("trace/ranks clock", *(e.key for e in entries)),
+                                      lambda: views.clocks(run))
+        workers = named or slowest[:DEFAULT_RANKS_SHOWN]
+        if not workers:
+            raise ApiError(404, "no rank of this span could be summarized: name the workers to show")
+        by_worker = {e.worker: e for e in entries}
+        chosen = [by_worker[w] for w in workers]
+        failed = [e for e in chosen if e.state == FAILED]
+        if failed:
+            raise ApiError(404, failed[0].error or f"{failed[0].rel}: could not be read")
+        return self.compute(request, chosen, lambda traces: views.trace_ranks(
+            traces, workers, clock, a, b, width, max_events, max_flows), key_extra=tuple(workers))
 
     # -- diff ------------------------------------------------------------------------------------
     def _diff_sides(self, request: Request) -> tuple[list[FileEntry], list[FileEntry]]:

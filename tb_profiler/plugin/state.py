@@ -1,18 +1,25 @@
 """What the server knows about its logdir: discovered runs, each file's loading state,
-and the parsed traces kept in memory.
+each file's summary, and the parsed traces kept in memory.
 
 - A discovery thread calls ``discover(logdir)`` every ``reload_s`` seconds (listing and
   stat only), so new runs and new files of existing runs appear without a restart, and
   a rewritten file (new size or mtime) is loaded again.
-- Loader threads parse every discovered file in the background (first run first, each
-  worker's latest span first), through the on-disk cache, so broken files are found and
+- Runs of one worker: loader threads parse every file in the background (first run
+  first, latest span first), through the on-disk cache, so broken files are found and
   listed with their reason early and the first run answers before the others have
   loaded. A request that needs a file jumps the queue.
+- Runs of several workers (64 to 4,096 ranks of up to GBs each) never go into memory as
+  a whole: a summary thread gets each file's TraceSummary (tb_profiler.summary: KBs per
+  file), the stored one when its key matches, else built by ``summarize_files`` in a
+  process pool (``jobs``) or on Dask (``dask``), run by run and a chunk of files at a
+  time, the run a request asks for first. The run-level routes (views, distributed/*)
+  read summaries only; a per-rank view loads that one rank's trace on demand.
 - Parsed traces stay in an LRU keyed by file, capped by approximate bytes; an evicted
   trace reloads from the on-disk cache when asked for again.
 
-Nothing here runs on a request thread for long: requests ask for loads and wait on an
-event with a deadline. Every failure is caught and recorded; none stops a thread.
+Nothing here runs on a request thread for long: requests ask for loads or summaries and
+wait on an event with a deadline. Every failure is caught and recorded per file; none
+stops a thread or hides the other files.
 """
 from __future__ import annotations
 
@@ -34,7 +41,12 @@ DEFAULT_MEMORY_MB = 2048
 DEFAULT_RELOAD_S = 5.0
 DEFAULT_THREADS = 2
 
+CHUNK_BYTES = 512 << 20   # trace bytes per summary process per chunk
+MAX_CHUNK = 256           # files per chunk
+
 PENDING, LOADING, LOADED, FAILED = "pending", "loading", "loaded", "failed"
+# A file's summary: not built yet, being built (or read), in memory, could not be built.
+S_PENDING, S_BUILDING, S_READY, S_FAILED = "pending", "building", "ready", "failed"
 
 
 class LoadFailed(Exception):
@@ -58,6 +70,10 @@ class FileEntry:
     loading: bool = False   # queued or being loaded
     running: bool = False   # a loader thread is on it
     done: threading.Event = field(default_factory=threading.Event)
+    summary_state: str = S_PENDING
+    summary_error: str | None = None
+    summary: Any = None           # its TraceSummary once S_READY
+    summary_queued: bool = False  # in the summary thread's queue
 
     @property
     def key(self) -> tuple:
@@ -92,6 +108,45 @@ def trace_nbytes(trace: Any) -> int:
     return int(total * 1.5) + 4096
 
 
+def _cpus() -> int:
+    """The CPUs this process may use: the default number of summary processes."""
+    from tb_profiler.summary.pool import available_cpus
+
+    return available_cpus()
+
+
+def _reason(exc: BaseException, entry: "FileEntry") -> str:
+    """Why a file has no summary, as the user reads it: the file named relative to the logdir."""
+    from tb_profiler.errors import TraceFormatError
+
+    if isinstance(exc, OSError):
+        text = f"cannot be read: {exc.strerror or exc}"
+    elif isinstance(exc, TraceFormatError):
+        text = str(exc)
+    else:
+        text = f"not summarized: {type(exc).__name__}: {exc}"
+    text = text.replace(entry.path, entry.rel)
+    return text if entry.rel in text else f"{entry.rel}: {text}"
+
+
+def _chunk_size(batch: list["FileEntry"], jobs: int) -> int:
+    """How many files of the batch go to summarize_files at once: about CHUNK_BYTES of trace
+    per process (a few seconds of work), at least two files per process and at most
+    MAX_CHUNK files. Big enough that starting a pool is noise, small enough that a
+    request for another run waits only seconds."""
+    n, total = 0, 0
+    for e in batch[:MAX_CHUNK]:
+        n, total = n + 1, total + max(e.size, 0)
+        if n >= 2 * jobs and total >= jobs * CHUNK_BYTES:
+            break
+    return n
+
+
+def _first(e: "FileEntry", run_order: dict[str, int]) -> tuple:
+    """Background order: runs as discovered, each worker's latest span first."""
+    return run_order.get(e.run, 0), -e.index, natural_key(e.worker)
+
+
 def _relative(path: str, logdir: str) -> str:
     root = logdir.rstrip("/" + os.sep)
     if path.startswith(root + "/") or path.startswith(root + os.sep):
@@ -100,10 +155,11 @@ def _relative(path: str, logdir: str) -> str:
 
 
 class ProfilerState:
-    """Discovery, loading and the in-memory trace LRU for one logdir."""
+    """Discovery, loading, per-file summaries and the in-memory trace LRU for one logdir."""
 
     def __init__(self, logdir: str, *, memory_bytes: int | None = None, reload_s: float | None = None,
-                 threads: int | None = None, cache: bool = True, cache_dir: str | None = None):
+                 threads: int | None = None, cache: bool = True, cache_dir: str | None = None,
+                 jobs: int | None = None, dask: str | None = None):
         self.logdir = os.fspath(logdir)
         self.memory_bytes = int(memory_bytes if memory_bytes is not None else
                                 env_number("TB_PROFILER_MEMORY_MB", DEFAULT_MEMORY_MB, 16, 1 << 22) * (1 << 20))
@@ -113,6 +169,8 @@ class ProfilerState:
                            env_number("TB_PROFILER_THREADS", DEFAULT_THREADS, 1, 64))
         self.cache = cache
         self.cache_dir = cache_dir
+        self.jobs = int(jobs if jobs is not None else env_number("TB_PROFILER_JOBS", _cpus(), 1, 1024))
+        self.dask = dask if dask is not None else (os.environ.get("TB_PROFILER_DASK") or None)
         self._lock = threading.RLock()
         self._entries: dict[str, FileEntry] = {}
         self._root = self.logdir                    # the logdir as discovery spells it
@@ -128,6 +186,11 @@ class ProfilerState:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.generation = 0   # bumps whenever the discovered set of files changes
+        self._multi: set[str] = set()               # runs of more than one worker
+        self._summary_queue: list[list[FileEntry]] = []
+        self._summarized = threading.Condition(self._lock)  # notified as summaries finish
+        self.lru_loads = 0          # traces ever put into the LRU
+        self.lru_peak_bytes = 0     # the most bytes the LRU ever held
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> "ProfilerState":
@@ -137,6 +200,7 @@ class ProfilerState:
         self._threads.append(t)
         for i in range(self.threads):
             self._threads.append(threading.Thread(target=self._loader, name=f"tb_profiler-loader-{i}", daemon=True))
+        self._threads.append(threading.Thread(target=self._summarizer, name="tb_profiler-summaries", daemon=True))
         for t in self._threads:
             t.start()
         return self
@@ -145,6 +209,8 @@ class ProfilerState:
         self._stop.set()
         for _ in range(self.threads):
             self._queue.put((-1, -1, None))
+        with self._lock:
+            self._summarized.notify_all()
 
     def disable(self, reason: str) -> None:
         """No logdir to watch (e.g. TensorBoard started with --logdir_spec): say why, list nothing."""
@@ -206,10 +272,15 @@ class ProfilerState:
             self._scanned_at = time.time()
             if changed:
                 self.generation += 1
+            self._multi = {r.name for r in found.runs if len(r.workers) > 1}
             order = {r.name: i for i, r in enumerate(found.runs)}
-            todo = [e for e in new.values() if e.state == PENDING and not e.loading]
-        for e in sorted(todo, key=lambda e: (order.get(e.run, 0), -e.index, e.worker)):
-            self.request_load(e, priority=1)
+            todo = sorted((e for e in new.values() if e.state == PENDING and not e.loading),
+                          key=lambda e: _first(e, order))
+            self._queue_summaries(sorted((e for e in new.values() if e.run in self._multi),
+                                         key=lambda e: _first(e, order)), front=False)
+        for e in todo:
+            if e.run not in self._multi:  # a run of many ranks is summarized, not loaded
+                self.request_load(e, priority=1)
 
     # -- loading --------------------------------------------------------------------------
     def request_load(self, entry: FileEntry, priority: int = 0) -> threading.Event | None:
@@ -279,8 +350,10 @@ class ProfilerState:
             self._evict(path)
         self._lru[path] = (trace, size)
         self._lru_bytes += size
+        self.lru_loads += 1
         while self._lru_bytes > self.memory_bytes and len(self._lru) > 1:
             self._evict(next(iter(self._lru)))
+        self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
 
     def _evict(self, path: str) -> None:
         item = self._lru.pop(path, None)
@@ -326,6 +399,135 @@ class ProfilerState:
         except LoadFailed:
             return None
 
+    # -- summaries ------------------------------------------------------------------------
+    def _queue_summaries(self, entries: list[FileEntry], front: bool) -> bool:
+        """Queue the entries' summaries not built or queued yet (lock held); True when any was."""
+        todo = [e for e in entries if e.summary_state == S_PENDING and (front or not e.summary_queued)]
+        if not todo or (front and self._summary_queue and self._summary_queue[0] == todo):
+            return False
+        for e in todo:
+            e.summary_queued = True
+        if front:
+            self._summary_queue.insert(0, todo)
+        else:
+            self._summary_queue.append(todo)
+        self._summarized.notify_all()
+        return True
+
+    def request_summaries(self, entries: Iterable[FileEntry]) -> None:
+        """Put these files' summaries first in the summary thread's queue (a request needs them)."""
+        with self._lock:
+            self._queue_summaries(list(entries), front=True)
+
+    def summarized(self, entries: Iterable[FileEntry]) -> bool:
+        """Whether every entry's summary is ready or failed."""
+        with self._lock:
+            return all(e.summary_state in (S_READY, S_FAILED) for e in entries)
+
+    def wait_summarized(self, entries: Iterable[FileEntry], deadline_s: float) -> bool:
+        """Wait until every entry's summary is ready or failed, or the deadline."""
+        entries = list(entries)
+        end = time.monotonic() + deadline_s
+        with self._lock:
+            while not all(e.summary_state in (S_READY, S_FAILED) for e in entries):
+                left = end - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return False
+                self._summarized.wait(min(left, 1.0))
+            return True
+
+    def summary_progress(self, entries: Iterable[FileEntry]) -> dict:
+        """Files summarized (or failed) of these entries, and their bytes: what a 202 shows."""
+        with self._lock:
+            entries = list(entries)
+            done = [e for e in entries if e.summary_state in (S_READY, S_FAILED)]
+            return {"summarized": len(done), "total": len(entries),
+                    "failed": sum(e.summary_state == S_FAILED for e in entries),
+                    "summarized_bytes": sum(e.size for e in done), "total_bytes": sum(e.size for e in entries)}
+
+    def _summarizer(self) -> None:
+        while not self._stop.is_set():
+            chunk = self._next_chunk()
+            if chunk:
+                try:
+                    self._summarize(chunk)
+                except Exception as exc:  # pragma: no cover - a bug, not bad input; keep going
+                    logger.exception("tb_profiler: summarizing failed")
+                    self._finish(chunk, [exc] * len(chunk))
+
+    def _next_chunk(self) -> list[FileEntry]:
+        """The next files to summarize (marked building): a chunk of the first queued batch,
+        so a request for another run waits at most one chunk."""
+        with self._lock:
+            while not self._stop.is_set():
+                while self._summary_queue:
+                    batch = [e for e in self._summary_queue.pop(0)
+                             if e.summary_state == S_PENDING and self._entries.get(e.path) is e]
+                    if not batch:
+                        continue
+                    size = _chunk_size(batch, self.jobs)
+                    chunk, rest = batch[:size], batch[size:]
+                    if rest:
+                        self._summary_queue.insert(0, rest)
+                    for e in chunk:
+                        e.summary_state, e.summary_queued = S_BUILDING, False
+                    return chunk
+                self._summarized.wait(1.0)
+        return []
+
+    def _summarize(self, chunk: list[FileEntry]) -> None:
+        """Stored summaries first (a read each), the others built by summarize_files."""
+        from tb_profiler.summary.ingest import stored_summary
+        from tb_profiler.summary.pool import summarize_files
+
+        def stored(e: FileEntry):
+            try:
+                return stored_summary(e.path, cache_dir=self.cache_dir, worker=e.worker)
+            except (OSError, ValueError):  # building it names the problem
+                return None
+
+        for e in chunk:
+            self._finish([e], [stored(e)])
+        todo = [e for e in chunk if e.summary_state == S_BUILDING]
+        if not todo:
+            return
+        by_path = {e.path: e for e in todo}
+
+        def progress(done: int, total: int, path: str) -> None:  # as each file finishes
+            e = by_path.get(path)
+            if e is not None and e.summary_state == S_BUILDING:
+                self._finish([e], [stored(e)])
+
+        paths, workers = [e.path for e in todo], [e.worker for e in todo]
+        try:
+            outcomes = summarize_files(paths, jobs=self.jobs, dask=self.dask, cache_dir=self.cache_dir,
+                                       workers=workers, progress=progress)
+        except Exception as exc:  # Dask unreachable or not installed: the local pool does it
+            if self.dask is None:
+                raise
+            logger.warning("tb_profiler: summaries on Dask %s failed (%s); building them here", self.dask, exc)
+            outcomes = summarize_files(paths, jobs=self.jobs, cache_dir=self.cache_dir, workers=workers,
+                                       progress=progress)
+        self._finish(todo, outcomes)
+
+    def _finish(self, entries: list[FileEntry], outcomes: list) -> None:
+        """Record outcomes (a TraceSummary, an exception, or None: not known yet) of entries
+        still building. A file that cannot be read is failed for every view, as a load of it."""
+        from tb_profiler.errors import TraceFormatError
+
+        with self._lock:
+            for e, out in zip(entries, outcomes):
+                if out is None or e.summary_state != S_BUILDING:
+                    continue
+                if isinstance(out, BaseException):
+                    e.summary_state = S_FAILED
+                    e.summary_error = _reason(out, e)
+                    if isinstance(out, (TraceFormatError, OSError)) and e.state != LOADED:
+                        e.state, e.error = FAILED, e.summary_error
+                else:
+                    e.summary_state, e.summary, e.summary_error = S_READY, out.relabel(span=e.index), None
+            self._summarized.notify_all()
+
     # -- queries --------------------------------------------------------------------------
     def entries(self) -> list[FileEntry]:
         with self._lock:
@@ -341,10 +543,15 @@ class ProfilerState:
             names = {e.run for e in self._entries.values() if e.state != FAILED}
             return [r.name for r in self._runs if r.name in names]
 
+    def _done(self, e: FileEntry) -> bool:
+        """Background work on this file is over: loaded or failed, or, in a run of several
+        workers (summarized, not loaded), its summary ready or failed."""
+        return e.state in (LOADED, FAILED) or (e.run in self._multi and e.summary_state in (S_READY, S_FAILED))
+
     @property
     def loading(self) -> bool:
         with self._lock:
-            return not self._scanned.is_set() or any(e.state in (PENDING, LOADING) for e in self._entries.values())
+            return not self._scanned.is_set() or not all(self._done(e) for e in self._entries.values())
 
     @property
     def has_runs(self) -> bool:
@@ -356,10 +563,11 @@ class ProfilerState:
             return entry.path in self._lru and self._entries.get(entry.path) is entry
 
     def progress(self, entries: Iterable[FileEntry]) -> tuple[int, int]:
-        """(bytes of the files done, loaded or failed; bytes of all of them)."""
+        """(bytes of the files done: loaded or failed, or summarized in a run of several
+        workers; bytes of all of them)."""
         with self._lock:
             entries = list(entries)
-            return (sum(e.size for e in entries if e.state in (LOADED, FAILED)), sum(e.size for e in entries))
+            return sum(e.size for e in entries if self._done(e)), sum(e.size for e in entries)
 
     def memory_used(self) -> int:
         with self._lock:
@@ -371,6 +579,8 @@ class ProfilerState:
                    for s in self._discovery_skipped]
             out += [{"run": e.run, "path": e.rel, "reason": e.error or "could not be read"}
                     for e in self._entries.values() if e.state == FAILED]
+            out += [{"run": e.run, "path": e.rel, "reason": e.summary_error or "not summarized"}
+                    for e in self._entries.values() if e.summary_state == S_FAILED and e.state != FAILED]
         return sorted(out, key=lambda s: s["path"])
 
     def status(self) -> dict:
@@ -384,16 +594,17 @@ class ProfilerState:
                 done, total = self.progress(es)
                 states = [e.state for e in es]
                 failed = states.count(FAILED)
-                state = ("loading" if any(s in (PENDING, LOADING) for s in states)
+                state = ("loading" if not all(self._done(e) for e in es)
                          else "failed" if es and failed == len(es) else "ready")
                 workers: dict[str, list[dict]] = {}
                 for e in sorted(es, key=lambda e: (natural_key(e.worker), e.index)):
                     workers.setdefault(e.worker, []).append(
                         {"span": str(e.index), "suffix": e.suffix, "size": e.size, "state": e.state,
-                         "error": e.error})
+                         "error": e.error, "summary": e.summary_state, "summary_error": e.summary_error})
                 runs.append({"name": info.name, "state": state, "total_bytes": total, "loaded_bytes": done,
                              "files": len(es), "loaded_files": states.count(LOADED), "failed_files": failed,
-                             "workers": workers})
+                             "summarized_in_background": info.name in self._multi,
+                             "summaries": self.summary_progress(es), "workers": workers})
             done, total = self.progress(self._entries.values())
             return {
                 "loading": self.loading,
@@ -401,7 +612,9 @@ class ProfilerState:
                 "scan_error": self._scan_error,
                 "total_bytes": total, "loaded_bytes": done,
                 "memory": {"used_bytes": self._lru_bytes, "cap_bytes": self.memory_bytes,
-                           "traces_in_memory": len(self._lru)},
+                           "traces_in_memory": len(self._lru), "traces_loaded": self.lru_loads,
+                           "peak_bytes": self.lru_peak_bytes,
+                           "summaries_in_memory": sum(e.summary_state == S_READY for e in self._entries.values())},
                 "runs": runs,
                 "skipped": self.skipped(),
             }

@@ -16,11 +16,12 @@ device event from the correlation links of ``analysis.links``, forward -> backwa
 and other recorded flows from the trace's flows table — and, per device that ran
 kernels, a utilization counter binned to the request's pixels. ``search`` finds events
 by name through the string table, so the browser never needs the whole trace to find
-one.
+one. ``merged_window`` puts several ranks' windows on one clock (trace/ranks).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -218,6 +219,52 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
                    "flows": len(flows), "flows_in_window": flows_in_window},
         "truncated": truncated,
         "flows_truncated": flows_in_window > len(flows),
+    }
+
+
+def merged_window(ranks: list[tuple[str, Any, int]], start_ns: int | None, end_ns: int | None, width: int,
+                  max_events: int, max_flows: int) -> dict:
+    """One window over several ranks' traces, each rank's clock put on one axis: ranks is
+    [(worker, trace, offset_ns)], offset_ns the clock correction that puts the rank's ts on
+    the common clock (the cross-rank analysis' clock_offset_ns).  Times in and out are
+    relative to the common origin (the earliest aligned start among these ranks); each
+    rank's window comes from ``window`` (its share of max_events and max_flows), shifted,
+    its track ids moved after the previous rank's and its processes named by its worker."""
+    starts = [origin(t) + off for _, t, off in ranks]
+    t0 = min(starts)
+    a = 0 if start_ns is None else int(start_ns)
+    b = max(int(t.span[1]) + off for _, t, off in ranks) - t0 if end_ns is None else int(end_ns)
+    b = max(b, a + 1)
+    parts, out = [], {"tracks": [], "events": [], "busy": [], "flows": [], "counters": []}
+    for worker, trace, off in ranks:
+        shift = origin(trace) + off - t0  # the rank's relative times -> the common ones
+        w = window(trace, a - shift, b - shift, width, max(1, max_events // len(ranks)),
+                   max_flows // len(ranks))
+        base = len(out["tracks"])
+        out["tracks"] += [{**tr, "id": tr["id"] + base, "process": f"{worker}: {tr['process']}", "worker": worker}
+                          for tr in w["tracks"]]
+        out["events"] += [{**e, "track": e["track"] + base, "ts_ns": e["ts_ns"] + shift} for e in w["events"]]
+        out["busy"] += [{**x, "track": x["track"] + base, "start_ns": x["start_ns"] + shift,
+                         "end_ns": x["end_ns"] + shift} for x in w["busy"]]
+        out["flows"] += [{**f, "from_track": f["from_track"] + base, "to_track": f["to_track"] + base,
+                          "from_ts_ns": f["from_ts_ns"] + shift, "to_ts_ns": f["to_ts_ns"] + shift}
+                         for f in w["flows"]]
+        out["counters"] += [{**c, "name": f"{worker}: {c['name']}", "worker": worker, "start_ns": a, "end_ns": b}
+                            for c in w["counters"]]
+        parts.append({"worker": worker, "offset_ns": int(shift), "clock_offset_ns": int(off),
+                      "origin_ns": str(origin(trace)), "tracks": [base, len(w["tracks"])], "counts": w["counts"],
+                      "truncated": w["truncated"], "flows_truncated": w["flows_truncated"]})
+    _, first, first_off = ranks[0]
+    return {
+        "origin_ns": str(t0), "wall_origin_ns": str(wall_origin(first) + t0 - origin(first) - first_off),
+        "span": {"start_ns": 0, "end_ns": max(int(t.span[1]) + off for _, t, off in ranks) - t0},
+        "window": {"start_ns": a, "end_ns": b},
+        "ns_per_px": (b - a) / width,
+        **out,
+        "workers": parts,
+        "counts": {k: sum(p["counts"][k] for p in parts) for k in parts[0]["counts"]},
+        "truncated": any(p["truncated"] for p in parts),
+        "flows_truncated": any(p["flows_truncated"] for p in parts),
     }
 
 

@@ -1,11 +1,14 @@
-"""Route bodies: from parsed Traces (and already validated parameters) to JSON data.
+"""Route bodies: from parsed Traces, or a run's summaries (RunSummaries), and already
+validated parameters, to JSON data.
 
 Pure functions over the analyses (tb_profiler.analysis); no HTTP here. Absolute
-timestamps become relative to the trace's origin (docs/api.md, "Times").
+timestamps become relative to the trace's origin (docs/api.md, "Times"). The run-level
+routes (views of a run of several workers, distributed/*) read summaries only.
 """
 from __future__ import annotations
 
-from typing import Iterable
+import threading
+from typing import Any, Iterable
 
 from tb_profiler.analysis.jsonable import to_jsonable
 from tb_profiler.plugin.timeline import origin, wall_origin
@@ -43,24 +46,27 @@ def has_device(trace) -> bool:
 
 
 # -- run level -----------------------------------------------------------------------------
-def views(traces: list, n_workers: int) -> list[str]:
-    """The views with data, over the run's (latest-span) traces."""
+def _flags(item) -> tuple[bool, bool, bool, dict]:
+    """(device work, memory records, modules, distributedInfo) of a TraceSummary, or of a
+    Trace in memory (a run of one worker, whose trace the server loads anyway)."""
+    if hasattr(item, "has_memory"):  # a TraceSummary: the facts it was built with
+        return item.has_device_work, item.has_memory, item.has_modules, item.distributed_info or {}
     from tb_profiler.analysis.modules import modules
 
-    out = {"Overview", "Operator", "Trace"}
-    for t in traces:
-        if has_device(t):
-            out.add("Kernel")
-        if len(t.memory_records):
-            out.add("Memory")
-        if "Module" not in out:
-            try:
-                if len(modules(t)):
-                    out.add("Module")
-            except Exception:  # a module analysis problem must not hide the other views
-                pass
-        info = t.distributed_info or {}
-        if n_workers > 1 or (isinstance(info, dict) and (info.get("world_size") or 1) > 1):
+    try:
+        has_modules = len(modules(item)) > 0
+    except Exception:  # a module analysis problem must not hide the other views
+        has_modules = False
+    return has_device(item), len(item.memory_records) > 0, has_modules, item.distributed_info or {}
+
+
+def views(items: list, n_workers: int) -> list[str]:
+    """The views with data, over the run's (latest-span) summaries (or traces)."""
+    out = {"Overview", "Operator", "Trace"} | ({"Distributed"} if n_workers > 1 else set())
+    for item in items:
+        device, memory, mods, info = _flags(item)
+        out |= {v for v, has in (("Kernel", device), ("Memory", memory), ("Module", mods)) if has}
+        if isinstance(info, dict) and (info.get("world_size") or 1) > 1:
             out.add("Distributed")
     return [v for v in VIEW_ORDER if v in out]
 
@@ -239,26 +245,85 @@ def _drop(nodes: list[dict], key: str) -> None:
 
 
 # -- distributed ---------------------------------------------------------------------------
-def _distributed(traces: list) -> dict:
-    from tb_profiler.analysis.distributed import distributed
+class SummaryMissing(Exception):
+    """A file of the run without a summary; str: the worker and why (the cross-rank
+    analysis names it in its notes, and ``info.excluded`` lists it)."""
 
-    return to_jsonable(distributed(traces))
+    def __init__(self, worker: str, reason: str):
+        super().__init__(f"{worker}: {reason}")
+        self.worker, self.reason = worker, reason
+
+
+class RunSummaries:
+    """One span of a run as the run-level routes see it: each worker's TraceSummary (or a
+    SummaryMissing), and the cross-rank analysis over them, computed once on first use and
+    shared by every route (and each JSON part of it converted once)."""
+
+    def __init__(self, summaries: list):
+        self.summaries = summaries
+        self._lock = threading.RLock()
+        self._result: dict | None = None
+        self._parts: dict[str, Any] = {}
+
+    @property
+    def ok(self) -> list:
+        return [s for s in self.summaries if not isinstance(s, BaseException)]
+
+    @property
+    def missing(self) -> list[SummaryMissing]:
+        return [s for s in self.summaries if isinstance(s, SummaryMissing)]
+
+    def result(self) -> dict:
+        """``distributed_from_summaries`` over the summaries (once)."""
+        from tb_profiler.analysis.distributed import distributed_from_summaries
+
+        with self._lock:
+            if self._result is None:
+                self._result = distributed_from_summaries(self.summaries)
+            return self._result
+
+    def part(self, name: str) -> Any:
+        """One part of the result as JSON data (once)."""
+        with self._lock:
+            if name not in self._parts:
+                self._parts[name] = to_jsonable(self.result()[name])
+            return self._parts[name]
+
+
+def run_summaries(items: Iterable) -> RunSummaries:
+    """A RunSummaries over TraceSummaries or Traces (summarized: one definition of every
+    number, whether the traces are in memory or not)."""
+    from tb_profiler.summary import summarize_trace
+
+    return RunSummaries([x if hasattr(x, "has_memory") or isinstance(x, BaseException) else summarize_trace(x)
+                         for x in items])
 
 
 def _pick(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
     return [{k: r.get(k) for k in keys if k in r} for r in rows]
 
 
-def dist_gpuinfo(traces: list, workers: list[str]) -> dict:
-    data = _distributed(traces)
-    out = []
-    for worker, t in zip(workers, traces):
-        info = t.distributed_info if isinstance(t.distributed_info, dict) else {}
-        out.append({"worker": worker, "rank": info.get("rank"),
-                    "devices": [{"id": d.id, "name": d.name, "kind": d.kind, "total_memory": d.total_memory,
-                                 "compute_capability": d.compute_capability, "num_sms": d.num_sms}
-                                for d in t.devices]})
-    return {"info": data.get("info", {}), "notes": data.get("notes", []), "workers": to_jsonable(out)}
+def _info(run: RunSummaries) -> dict:
+    """The analysis' info, with every rank left out and why: the ones that do not agree
+    with the others, and the files without a summary."""
+    excluded = run.part("excluded") + [{"rank": None, "worker": m.worker, "reason": m.reason} for m in run.missing]
+    return {**run.part("info"), "excluded": excluded}
+
+
+def _head(run: RunSummaries) -> dict:
+    return {"info": _info(run), "notes": run.part("notes")}
+
+
+def _with_clock(rows: list[dict], run: RunSummaries) -> list[dict]:
+    """Rank rows with the clock correction the analysis applied to the rank."""
+    clock = {c["rank"]: c for c in run.part("clock")}
+    return [{**r, "clock_offset_ns": clock.get(r.get("rank"), {}).get("clock_offset_ns"),
+             "clock_method": clock.get(r.get("rank"), {}).get("clock_method")} for r in rows]
+
+
+def dist_gpuinfo(run: RunSummaries) -> dict:
+    out = [{"worker": s.worker, "rank": s.rank, "devices": s.devices} for s in run.ok]
+    return {**_head(run), "workers": to_jsonable(out)}
 
 
 _OVERLAP = ("rank", "worker", "steps", "step", "step_ns", "computation_ns", "communication_ns", "overlap_ns",
@@ -266,21 +331,80 @@ _OVERLAP = ("rank", "worker", "steps", "step", "step_ns", "computation_ns", "com
 _WAIT = ("rank", "worker", "steps", "step", "communication_ns", "wait_ns", "transfer_ns")
 
 
-def dist_overlap(traces: list) -> dict:
-    data = _distributed(traces)
-    return {"info": data.get("info", {}), "notes": data.get("notes", []),
-            "ranks": _pick(data.get("ranks", []), _OVERLAP), "steps": _pick(data.get("steps", []), _OVERLAP)}
+def dist_overlap(run: RunSummaries) -> dict:
+    return {**_head(run), "ranks": _with_clock(_pick(run.part("ranks"), _OVERLAP), run),
+            "steps": _pick(run.part("steps"), _OVERLAP)}
 
 
-def dist_wait(traces: list) -> dict:
-    data = _distributed(traces)
-    return {"info": data.get("info", {}), "notes": data.get("notes", []),
-            "ranks": _pick(data.get("ranks", []), _WAIT), "steps": _pick(data.get("steps", []), _WAIT)}
+def dist_wait(run: RunSummaries) -> dict:
+    return {**_head(run), "ranks": _with_clock(_pick(run.part("ranks"), _WAIT), run),
+            "steps": _pick(run.part("steps"), _WAIT)}
 
 
-def dist_commops(traces: list) -> dict:
-    data = _distributed(traces)
-    return {"info": data.get("info", {}), "notes": data.get("notes", []), "rows": data.get("collectives", [])}
+def dist_commops(run: RunSummaries) -> dict:
+    return {**_head(run), "rows": run.part("collectives")}
+
+
+def dist_ranks(run: RunSummaries, max_cells: int) -> dict:
+    """Per rank: per-step means, clock, outlier (analysis.stragglers); slowest first; and
+    the step time of every rank and step (at most max_cells numbers)."""
+    from tb_profiler.analysis.stragglers import step_matrix, stragglers
+
+    table, notes = stragglers(run.result())
+    rows = to_jsonable(table.sort_values("rank", kind="stable"))
+    return {"info": _info(run), "notes": run.part("notes") + notes, "ranks": rows,
+            "order": table["rank"].tolist(), "step_matrix": step_matrix(run.result(), max_cells)}
+
+
+INSTANCE_SORTS = {"skew": "skew_ns", "duration": "mean_duration_ns", "bytes": "bytes"}
+_ARRIVALS = ("first_arrival_ns", "last_arrival_ns")
+
+
+def dist_instances(run: RunSummaries, sort: str, limit: int, offset: int) -> dict:
+    """The collective instances across the ranks, largest ``sort`` first, one page of them;
+    arrival times relative to ``origin_ns`` (the earliest arrival, on the analysis' clock)."""
+    df = run.result()["instances"]
+    order = df.sort_values([INSTANCE_SORTS[sort], "first_arrival_ns"], ascending=[False, True],
+                           na_position="last", kind="stable")
+    t0 = int(df["first_arrival_ns"].min()) if len(df) else 0
+    rows = to_jsonable(order.iloc[offset:offset + limit])
+    _rebase(rows, _ARRIVALS, t0)
+    return {**_head(run), "origin_ns": str(t0), "sort": sort, "total": len(df), "offset": offset, "limit": limit,
+            "truncated": offset + len(rows) < len(df), "rows": rows}
+
+
+def clocks(run: RunSummaries) -> tuple[dict[str, dict], list[str]]:
+    """({worker: its rank, clock_offset_ns and clock_method}, the workers slowest first):
+    what trace/ranks needs of the cross-rank analysis."""
+    from tb_profiler.analysis.stragglers import stragglers
+
+    clock = {c["worker"]: {"rank": c["rank"], "offset_ns": c["clock_offset_ns"], "clock_method": c["clock_method"]}
+             for c in run.part("clock")}
+    return clock, stragglers(run.result())[0]["worker"].tolist()
+
+
+def trace_ranks(traces: list, workers: list[str], clock: dict[str, dict], start_ns: int | None,
+                end_ns: int | None, width: int, max_events: int, max_flows: int) -> dict:
+    """The merged window of these ranks (timeline.merged_window), each on the common clock;
+    a rank the cross-rank analysis left out keeps its clock as written, and the notes say so."""
+    from tb_profiler.plugin.timeline import merged_window
+
+    none = {"rank": None, "offset_ns": 0, "clock_method": None}
+    out = merged_window([(w, t, clock.get(w, none)["offset_ns"]) for w, t in zip(workers, traces)],
+                        start_ns, end_ns, width, max_events, max_flows)
+    for part in out["workers"]:
+        c = clock.get(part["worker"], none)
+        part.update(rank=c["rank"], clock_method=c["clock_method"])
+    out["notes"] = [f"{w}: not in the cross-rank analysis (see distributed/ranks' info.excluded): its times are "
+                    "shown as its trace wrote them, not aligned" for w in workers if w not in clock]
+    return out
+
+
+def dist_matrix(run: RunSummaries) -> dict:
+    from tb_profiler.analysis.p2p import p2p_matrix, process_groups
+
+    groups = {s.worker: process_groups(s.distributed_info) for s in run.ok}
+    return {"info": _info(run), **to_jsonable(p2p_matrix(run.result()["collectives"], groups))}
 
 
 # -- diff ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ distinct string stored once), any other object column as JSON in the meta.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -147,23 +148,32 @@ def _encode(series: pd.Series, key: str, arrays: dict, strings: _Strings) -> dic
     return {**spec, "as": "json", "values": to_jsonable(series.tolist())}
 
 
-def _decode(spec: dict, key: str, arrays: dict, strings: np.ndarray) -> pd.Series:
+def _decode(spec: dict, key: str, arrays: dict, strings: np.ndarray):
+    """One column back, as an array of its dtype (a Series where pandas would otherwise
+    infer another dtype for it): a DataFrame is then built from them at once, which costs
+    a tenth of concatenating Series (1,024 summaries are read when a big run opens)."""
     how, dtype = spec["as"], spec["dtype"]
     if how == "array":
-        return pd.Series(np.array(arrays[key]), name=spec["name"])
+        return np.array(arrays[key])
     if how == "masked":
-        values = pd.Series(np.array(arrays[key]), name=spec["name"]).astype(dtype)
-        return values.mask(np.array(arrays[key + ".mask"]))
+        return _masked_type(dtype)(np.array(arrays[key]), np.array(arrays[key + ".mask"]))
     if how == "strings":
         codes = np.asarray(arrays[key], dtype=np.int64)
         values = np.empty(len(codes), dtype=object)
         values[:] = strings[np.maximum(codes, 0)] if len(strings) else None
         values[codes < 0] = None
-        series = pd.Series(values, dtype=object, name=spec["name"])
-        return series if dtype == "object" else series.astype(dtype)
+        if dtype == "object":  # a Series: pandas would infer its string dtype for a bare array
+            return pd.Series(values, dtype=object, copy=False)
+        return pd.array(values, dtype=dtype)
     values = np.empty(len(spec["values"]), dtype=object)
     values[:] = spec["values"]
-    return pd.Series(values, dtype=object, name=spec["name"])
+    return pd.Series(values, dtype=object, copy=False)
+
+
+@functools.cache
+def _masked_type(dtype: str):
+    """The pandas array class of a nullable dtype ("Int64": IntegerArray, ...)."""
+    return pd.api.types.pandas_dtype(dtype).construct_array_type()
 
 
 def to_arrays(summary: TraceSummary) -> tuple[dict[str, np.ndarray], np.ndarray, dict]:
@@ -182,15 +192,79 @@ def to_arrays(summary: TraceSummary) -> tuple[dict[str, np.ndarray], np.ndarray,
 
 
 def from_arrays(arrays: dict[str, np.ndarray], strings: np.ndarray, meta: dict) -> TraceSummary:
-    """The summary ``to_arrays`` wrote (KeyError/ValueError/TypeError on a malformed meta)."""
+    """The summary ``to_arrays`` wrote (KeyError/ValueError/TypeError on a malformed meta),
+    its frames decoded on first use (``StoredSummary``); the arrays are copied, so nothing
+    stays mapped from the file."""
     facts = dict(meta["facts"])
     facts["device_kinds"] = tuple(facts.get("device_kinds") or ())
-    frames = {}
-    for name in FRAMES:
-        spec = meta["frames"][name]
-        cols = [_decode(c, f"{name}.{i}", arrays, strings) for i, c in enumerate(spec["columns"])]
-        frame = pd.concat(cols, axis=1) if cols else pd.DataFrame(index=pd.RangeIndex(spec["rows"]))
-        if len(frame) != spec["rows"]:
-            raise ValueError(f"summary frame {name}: {len(frame)} rows, {spec['rows']} expected")
-        frames[name] = frame
-    return TraceSummary(**{k: facts[k] for k in _FACTS if k in facts}, **frames)
+    specs = {name: meta["frames"][name] for name in FRAMES}
+    for name, spec in specs.items():
+        _check(name, spec, arrays)
+    return StoredSummary({k: facts[k] for k in _FACTS if k in facts},
+                         ({k: np.array(v) for k, v in arrays.items()}, strings, specs))
+
+
+def _check(name: str, spec: dict, arrays: dict) -> None:
+    """A frame's columns are all there, each of its number of rows (a stored summary that
+    fails this is a miss, never a half summary)."""
+    rows = int(spec["rows"])
+    for i, c in enumerate(spec["columns"]):
+        key = f"{name}.{i}"
+        n = len(c["values"]) if c["as"] == "json" else len(arrays[key])
+        if n != rows or (c["as"] == "masked" and len(arrays[key + ".mask"]) != rows):
+            raise ValueError(f"summary frame {name}: column {c['name']!r} has {n} rows, {rows} expected")
+
+
+def _frame(name: str, spec: dict, arrays: dict, strings: np.ndarray) -> pd.DataFrame:
+    names = [c["name"] for c in spec["columns"]]
+    cols = [_decode(c, f"{name}.{i}", arrays, strings) for i, c in enumerate(spec["columns"])]
+    if not cols:
+        return pd.DataFrame(index=pd.RangeIndex(spec["rows"]))
+    if len(set(names)) == len(names):
+        return pd.DataFrame(dict(zip(names, cols)), copy=False)
+    return pd.concat([pd.Series(c, name=n) for n, c in zip(names, cols)], axis=1)  # a dict keeps one of a name
+
+
+class StoredSummary(TraceSummary):
+    """A TraceSummary read from the store: each frame is decoded on first use.
+
+    Why: opening a run of 1,024 ranks reads 1,024 summaries, and the cross-rank analysis
+    uses five of each one's nine frames; building every frame as a DataFrame up front is
+    most of the time the run takes to open.  Everything else is a TraceSummary's: the
+    frames are there when asked for, and a pickled one (sent from a pool process) is a
+    plain TraceSummary with every frame."""
+
+    def __init__(self, facts: dict, encoded: tuple):
+        for name, default in _FACT_DEFAULTS:
+            setattr(self, name, facts[name] if name in facts else default())
+        self._encoded = encoded  # (arrays, strings, frame specs)
+
+    def __getattr__(self, name: str):  # only for attributes not set yet: the frames not decoded
+        encoded = self.__dict__.get("_encoded")
+        if name not in FRAMES or encoded is None:
+            raise AttributeError(name)
+        arrays, strings, specs = encoded
+        frame = _frame(name, specs[name], arrays, strings)
+        setattr(self, name, frame)
+        return frame
+
+    def relabel(self, worker: str | None = None, span: int | None = None) -> TraceSummary:
+        changes = {k: v for k, v in (("worker", worker), ("span", span)) if v is not None}
+        if not changes:
+            return self
+        out = object.__new__(StoredSummary)
+        out.__dict__.update(self.__dict__, **changes)  # frames decoded so far are shared, not copied
+        return out
+
+    def __reduce__(self):
+        return _plain, ({f.name: getattr(self, f.name) for f in dataclasses.fields(TraceSummary)},)
+
+
+def _plain(fields: dict) -> TraceSummary:
+    return TraceSummary(**fields)
+
+
+# (name, a function giving its default) of each fact of a TraceSummary
+_FACT_DEFAULTS = tuple((f.name, f.default_factory if f.default_factory is not dataclasses.MISSING
+                        else (lambda value=f.default: value))
+                       for f in dataclasses.fields(TraceSummary) if f.name not in FRAMES)

@@ -1,0 +1,108 @@
+"""Stragglers: which ranks of a run are slower (or faster) than the others, per step.
+
+Input is the result of ``analysis.distributed.distributed_from_summaries`` (never events),
+so a run of 1,024 ranks costs a few vectorized operations.  Why a robust rule: with many
+ranks the mean and standard deviation are pulled by the very outliers we look for, while
+the median rank and the median absolute deviation (MAD) are not.
+
+Per rank, every figure of the Distributed view's rank rows is given per step (its totals
+over its steps divided by its number of steps), with the clock correction the cross-rank
+analysis applied to it.  A rank is an outlier when its mean step time ``x`` deviates from
+the median rank's ``m``:
+
+- by more than 10 % of ``m`` (``RELATIVE``): slow enough to matter whatever the spread;
+- or by more than 3 robust standard deviations, σ = 1.4826 × MAD (``ROBUST_Z``; 1.4826
+  makes σ the standard deviation for normally spread ranks), when that is also more than
+  2 % of ``m`` (``FLOOR``): a rank standing out of a tight pack, but not a little noise
+  when every other rank takes the same time (MAD 0).
+
+The reason names the rule that fired (both when both do).  With fewer than 3 ranks there
+is no pack to stand out of: nothing is called an outlier.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tb_profiler.analysis.recommendations import fmt_ns
+
+__all__ = ["FLOOR", "MIN_RANKS", "RELATIVE", "ROBUST_Z", "STRAGGLER_COLUMNS", "step_matrix", "stragglers"]
+
+RELATIVE = 0.10
+ROBUST_Z = 3.0
+FLOOR = 0.02
+MIN_RANKS = 3
+MAD_SIGMA = 1.4826
+_PER_STEP = ("step_ns", "computation_ns", "communication_ns", "overlap_ns", "other_ns", "wait_ns", "transfer_ns")
+STRAGGLER_COLUMNS = ["rank", "worker", "steps", *_PER_STEP, "clock_offset_ns", "clock_method", "outlier",
+                     "outlier_reason"]
+
+
+def stragglers(result: dict) -> tuple[pd.DataFrame, list[str]]:
+    """(one row per rank of ``result["ranks"]`` (STRAGGLER_COLUMNS): per-step means (ns,
+    nullable: null for a rank without steps, or where the figure is unknown), its clock
+    correction, whether it is an outlier and why; notes), slowest rank first."""
+    ranks = result["ranks"]
+    steps = ranks["steps"].to_numpy(np.int64)
+    out = pd.DataFrame({"rank": ranks["rank"].to_numpy(np.int64), "worker": ranks["worker"].to_numpy(object),
+                        "steps": steps})
+    for c in _PER_STEP:
+        total = ranks[c].astype("Float64")
+        out[c] = (total / pd.array(np.where(steps > 0, steps, np.nan), dtype="Float64")).round().astype("Int64")
+    clock = result["clock"].set_index("rank")
+    out["clock_offset_ns"] = pd.array(out["rank"].map(clock["clock_offset_ns"]), dtype="Int64")
+    out["clock_method"] = out["rank"].map(clock["clock_method"]).astype(object)
+    out["clock_method"] = out["clock_method"].where(out["clock_method"].notna(), None)
+    flags, reasons, notes = _outliers(out["step_ns"])
+    out["outlier"], out["outlier_reason"] = flags, reasons
+    order = out.sort_values(["step_ns", "rank"], ascending=[False, True], na_position="last", kind="stable")
+    return order.reset_index(drop=True)[STRAGGLER_COLUMNS], notes
+
+
+def _outliers(step: pd.Series) -> tuple[np.ndarray, list, list[str]]:
+    """Per rank: outlier flag and reason (None when not one), by the module's rules."""
+    x = step.to_numpy(dtype="float64", na_value=np.nan)
+    known = ~np.isnan(x)
+    flags = np.zeros(len(x), dtype=bool)
+    reasons: list = [None] * len(x)
+    if known.sum() < MIN_RANKS:
+        return flags, reasons, [f"fewer than {MIN_RANKS} ranks with steps: no rank is called an outlier"]
+    m = float(np.median(x[known]))
+    dev = x - m
+    sigma = MAD_SIGMA * float(np.median(np.abs(dev[known])))
+    relative = known & (np.abs(dev) > RELATIVE * m)
+    robust = known & (np.abs(dev) > ROBUST_Z * sigma) & (np.abs(dev) > FLOOR * m)
+    for i in np.flatnonzero(relative | robust).tolist():  # the outliers only: a handful
+        reasons[i] = _reason(x[i], m, sigma, bool(relative[i]), bool(robust[i]))
+    return relative | robust, reasons, []
+
+
+def _reason(x: float, m: float, sigma: float, relative: bool, robust: bool) -> str:
+    side = "above" if x > m else "below"
+    head = f"mean step {fmt_ns(x)} is {fmt_ns(abs(x - m))} {side} the median rank's {fmt_ns(m)}"
+    why = []
+    if relative:
+        why.append(f"{abs(x - m) / m * 100:.0f} % of the median, more than {RELATIVE * 100:.0f} %")
+    if robust:
+        z = abs(x - m) / sigma if sigma else float("inf")
+        spread = f"{z:.1f}" if np.isfinite(z) else "infinitely many"
+        why.append(f"{spread} robust standard deviations (1.4826 x MAD = {fmt_ns(sigma)}), more than "
+                   f"{ROBUST_Z:g}")
+    return f"{head}: {'; '.join(why)}"
+
+
+def step_matrix(result: dict, max_cells: int) -> dict:
+    """Step time per rank and step ({"ranks", "steps", "step_ns": rows per rank, null where a
+    rank has no such step, "truncated"}), at most max_cells numbers: the first steps that
+    fit when there are more."""
+    per_step = result["steps"]
+    ranks = result["ranks"]["rank"].to_numpy(np.int64).tolist()
+    steps = np.unique(per_step["step"].to_numpy(np.int64))
+    keep = max(1, max_cells // max(len(ranks), 1))
+    truncated = len(steps) > keep
+    steps = steps[:keep]
+    table = (per_step[per_step["step"].isin(steps)].pivot_table(index="rank", columns="step", values="step_ns",
+                                                                aggfunc="first")
+             .reindex(index=ranks, columns=steps))
+    values = [[None if np.isnan(v) else int(v) for v in row] for row in table.to_numpy(dtype="float64").tolist()]
+    return {"ranks": ranks, "steps": steps.tolist(), "step_ns": values, "truncated": bool(truncated)}
