@@ -128,6 +128,8 @@ export function App() {
     return [...v, "Diff" as ViewId];
   }, [views.data]);
 
+  // the Trace view's Ranks mode picks ranks itself (views/trace/Ranks)
+  const traceRanks = st.view === "Trace" && st.tmode === "ranks" && available.includes("Distributed");
   const sel = useMemo(() => ({ run: run ?? "", worker, span }), [run, worker, span]);
 
   let body;
@@ -179,7 +181,7 @@ export function App() {
           disabled={!runList.length}
           onChange={(v) => setState({ run: v, worker: undefined, span: undefined, t0: undefined, t1: undefined, ev: undefined, m0: undefined, m1: undefined, dev: undefined, step: undefined })}
         />
-        {!isDist && st.view !== "Diff" && (
+        {!isDist && !traceRanks && st.view !== "Diff" && (
           <Select
             label="Worker"
             value={worker ?? ""}

@@ -13,6 +13,11 @@ export interface LoadingReply {
   total_bytes?: number;
   run_loaded_bytes?: number;
   run_total_bytes?: number;
+  /** run-level routes while the run's summaries are built: `summarized` of `total` files done, `failed` of them without one */
+  summarizing?: boolean;
+  summarized?: number;
+  total?: number;
+  failed?: number;
   retry_after_ms?: number;
 }
 
@@ -321,6 +326,8 @@ export interface TreeReply {
 
 export interface TimelineTrack {
   id: number;
+  /** trace/ranks: the rank's worker */
+  worker?: string;
   kind: "host" | "device" | "other" | string;
   pid: string;
   tid: string;
@@ -388,6 +395,27 @@ export interface TimelineReply {
   notes?: string[];
 }
 
+/** One rank of a `trace/ranks` window: how its times were put on the common axis. */
+export interface RankAlignment {
+  worker: string;
+  rank?: number | null;
+  /** added to this worker's own `trace` times (relative to its own origin_ns) to get the reply's */
+  offset_ns: number;
+  clock_offset_ns?: number | null;
+  clock_method?: string | null;
+  origin_ns?: string | null;
+  /** [first track id, count] of this rank's tracks in the reply */
+  tracks?: [number, number];
+  counts?: TimelineReply["counts"];
+  truncated?: boolean;
+  flows_truncated?: boolean;
+}
+
+/** `trace/ranks`: the `trace` window over several ranks' traces, tracks prefixed by worker. */
+export interface RanksTimelineReply extends TimelineReply {
+  workers?: RankAlignment[];
+}
+
 export interface SearchMatch {
   i: number;
   ts_ns: number;
@@ -450,6 +478,8 @@ export interface DistInfo {
   workers: Record<string, string>;
   device_words: Record<string, string>;
   measured_on: Record<string, string>;
+  /** ranks left out of the analyses, and why */
+  excluded?: { rank: number | null; worker: string; reason: string }[];
 }
 
 export interface DistGpuInfoReply {
@@ -536,6 +566,83 @@ export interface DistCommOpsReply {
   info: DistInfo;
   notes: string[];
   rows: CommOpRow[];
+}
+
+/** One rank of `distributed/ranks`: figures are means per step. */
+export interface RankRow {
+  rank: number;
+  worker: string;
+  steps: number;
+  step_ns: number | null;
+  computation_ns: number | null;
+  communication_ns: number | null;
+  overlap_ns: number | null;
+  other_ns: number | null;
+  wait_ns: number | null;
+  transfer_ns: number | null;
+  /** the shift put on this rank's times to bring it onto the common axis */
+  clock_offset_ns: number | null;
+  /** how the shift was found: "collectives", "baseTimeNanoseconds", "none" */
+  clock_method: string | null;
+  outlier: boolean;
+  outlier_reason: string | null;
+}
+
+export interface DistRanksReply {
+  info: DistInfo;
+  notes: string[];
+  ranks: RankRow[];
+  /** ranks, slowest first */
+  order: number[];
+  /** truncated: only the first steps that fit in 1,000,000 numbers */
+  step_matrix: { ranks: number[]; steps: number[]; step_ns: (number | null)[][]; truncated?: boolean };
+}
+
+/** One collective instance across the ranks (`distributed/instances`). */
+export interface InstanceRow {
+  name: string;
+  family: string;
+  pg_name: string;
+  matched_by?: string;
+  seq?: number | null;
+  occurrence?: number | null;
+  ranks: number;
+  complete?: boolean;
+  first_arrival_ns: number | null;
+  last_arrival_ns: number | null;
+  skew_ns: number | null;
+  slowest_rank: number | null;
+  mean_duration_ns: number | null;
+  bytes: number | null;
+  algbw_min_gbps: number | null;
+  algbw_median_gbps: number | null;
+  busbw_min_gbps: number | null;
+  busbw_median_gbps: number | null;
+  /** where the server gives them: the instance's wait and transfer, summed or mean over its ranks */
+  wait_ns?: number | null;
+  transfer_ns?: number | null;
+  [k: string]: unknown;
+}
+
+export interface DistInstancesReply {
+  info?: DistInfo;
+  notes?: string[];
+  /** arrivals are relative to it (absolute, on the first rank's clock; the axis of trace/ranks) */
+  origin_ns?: string | null;
+  total: number;
+  rows: InstanceRow[];
+  truncated: boolean;
+  sort?: string;
+  limit?: number;
+  offset?: number;
+}
+
+export interface DistMatrixReply {
+  info?: DistInfo;
+  ranks: number[];
+  /** bytes[i][j]: point-to-point bytes sent from ranks[i] to ranks[j] */
+  bytes: (number | null)[][];
+  notes: string[];
 }
 
 export type DiffRow = { side: "a" | "b" | "both"; name?: string; path?: string } & Record<string, unknown>;

@@ -1,21 +1,23 @@
 // Apache ECharts, tree-shaken to the charts and components the views use, canvas
 // renderer. Tooltips are HTML: every formatter escapes (util/escape), and the default
-// formatter is never used for untrusted names (see tooltip helpers below).
+// formatter is never used for untrusted names (see tooltip helpers below). The option
+// last drawn is kept on the chart's element as `tbOption` (for tests and tools: what a
+// chart shows can be read without scraping the canvas).
 
 import { useEffect, useRef } from "react";
 import * as echarts from "echarts/core";
-import { BarChart, LineChart, PieChart } from "echarts/charts";
+import { BarChart, HeatmapChart, LineChart, PieChart } from "echarts/charts";
 import {
   BrushComponent, DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
-  TitleComponent, TooltipComponent,
+  TitleComponent, TooltipComponent, VisualMapComponent,
 } from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
 import type { EChartsCoreOption } from "echarts/core";
 import { escapeHtml, tooltipLine } from "../util/escape";
 
 echarts.use([
-  BarChart, LineChart, PieChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
-  DataZoomComponent, MarkLineComponent, MarkPointComponent, CanvasRenderer,
+  BarChart, HeatmapChart, LineChart, PieChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
+  DataZoomComponent, MarkLineComponent, MarkPointComponent, VisualMapComponent, CanvasRenderer,
 ]);
 
 export const PALETTE = [
@@ -75,6 +77,7 @@ export function Chart({ option, dark, height = 300, events, className, ariaLabel
       },
       { notMerge: true },
     );
+    if (el.current) (el.current as HTMLDivElement & { tbOption?: unknown }).tbOption = option;
     afterRef.current?.(c);
   }, [option, dark]);
 

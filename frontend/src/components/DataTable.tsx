@@ -79,12 +79,17 @@ interface Props<T> {
   filter?: string;
   onFilterChange?: (v: string) => void;
   emptyText?: string;
+  /**
+   * Sorting done by the server (the rows come sorted): the header of a column in `ids`
+   * asks for it through onChange; the other headers do not sort.
+   */
+  serverSort?: { id: string; desc: boolean; ids: string[]; onChange: (id: string) => void };
 }
 
 export function DataTable<T>(props: Props<T>) {
   const {
     rows, cols, exportName, initialSort, pageSize = 100, getSubRows, renderExpanded, canExpand,
-    onRowClick, rowKey, filterPlaceholder, toolbar, caption, expandAll, emptyText,
+    onRowClick, rowKey, filterPlaceholder, toolbar, caption, expandAll, emptyText, serverSort,
   } = props;
   const [sorting, setSorting] = useState<SortingState>(initialSort ? [initialSort] : []);
   const [ownFilter, setOwnFilter] = useState("");
@@ -100,6 +105,7 @@ export function DataTable<T>(props: Props<T>) {
       accessorFn: (r: T) => c.value(r),
       enableGlobalFilter: !c.noFilter && (c.kind ?? "text") === "text",
       sortUndefined: "last",
+      enableSorting: !serverSort || serverSort.ids.includes(c.id),
       sortDescFirst: (c.kind ?? "text") !== "text",
       sortingFn: (a: Row<T>, b: Row<T>, id: string) => {
         const x = a.getValue(id) as unknown;
@@ -118,12 +124,13 @@ export function DataTable<T>(props: Props<T>) {
       meta: c,
     }));
     return defs;
-  }, [cols]);
+  }, [cols, serverSort?.ids.join("|")]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const table = useReactTable<T>({
     data: rows,
     columns,
-    state: { sorting, globalFilter: filter, expanded },
+    state: { sorting: serverSort ? [{ id: serverSort.id, desc: serverSort.desc }] : sorting, globalFilter: filter, expanded },
+    manualSorting: !!serverSort,
     onSortingChange: setSorting,
     onGlobalFilterChange: setFilter,
     onExpandedChange: setExpanded,
@@ -220,7 +227,12 @@ export function DataTable<T>(props: Props<T>) {
                       title={c.title}
                       aria-sort={sorted === "asc" ? "ascending" : sorted === "desc" ? "descending" : "none"}
                     >
-                      <button type="button" className="th-sort" onClick={h.column.getToggleSortingHandler()}>
+                      <button
+                        type="button"
+                        className="th-sort"
+                        title={serverSort && h.column.getCanSort() ? "Sort on the server, largest first" : undefined}
+                        onClick={serverSort ? () => h.column.getCanSort() && serverSort.onChange(h.column.id) : h.column.getToggleSortingHandler()}
+                      >
                         {flexRender(h.column.columnDef.header, h.getContext())}
                         <span className="sort-mark">{sorted === "asc" ? " ▲" : sorted === "desc" ? " ▼" : ""}</span>
                       </button>

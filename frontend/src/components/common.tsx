@@ -3,7 +3,7 @@
 import { useState, type ReactNode } from "react";
 import type { ApiState } from "../api/hooks";
 import type { LoadingReply } from "../api/types";
-import { fmtBytes } from "../util/format";
+import { fmtBytes, fmtCount } from "../util/format";
 
 /** The backend's "notes": why a part is empty or partial, in words. */
 export function Notes({ notes }: { notes?: (string | null | undefined)[] | null }) {
@@ -29,6 +29,8 @@ export function Empty({ title, children }: { title: string; children?: ReactNode
 }
 
 export function Progress({ progress }: { progress: LoadingReply | null }) {
+  // the distributed routes count ranks while their summaries are built
+  if (progress && progress.summarized !== undefined && progress.total) return <RankProgress progress={progress} />;
   const total = progress?.total_bytes ?? 0;
   const done = progress?.loaded_bytes ?? 0;
   const pct = total > 0 ? Math.min(100, (100 * done) / total) : null;
@@ -45,6 +47,28 @@ export function Progress({ progress }: { progress: LoadingReply | null }) {
           <span style={{ width: `${pct}%` }} />
         </span>
       )}
+    </div>
+  );
+}
+
+export function rankProgressText(k: number, n: number): string {
+  return `Summarizing ${fmtCount(k)} / ${fmtCount(n)} ranks…`;
+}
+
+/** "Summarizing k / n ranks…" with a bar: a 202 of a distributed route. */
+function RankProgress({ progress }: { progress: LoadingReply }) {
+  const k = progress.summarized ?? 0;
+  const n = progress.total ?? 0;
+  const pct = Math.min(100, Math.max(0, (100 * k) / n));
+  return (
+    <div className="loading" role="status" aria-live="polite" data-summarized={k} data-total={n}>
+      <span className="rank-progress-text">
+        {rankProgressText(k, n)}
+        {progress.failed ? ` (${fmtCount(progress.failed)} could not be read: see the skipped files)` : ""}
+      </span>
+      <span className="progress-bar" role="progressbar" aria-valuemin={0} aria-valuemax={n} aria-valuenow={k} aria-label="Ranks summarized">
+        <span style={{ width: `${pct}%` }} />
+      </span>
     </div>
   );
 }

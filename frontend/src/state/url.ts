@@ -26,8 +26,8 @@ export const STATE_KEYS = [
   "run", "worker", "span", "view",
   // Operator / Kernel
   "group", "kgroup", "q", "top",
-  // Trace
-  "t0", "t1", "ev",
+  // Trace (tmode=ranks: the Ranks mode, ranks: the ranks it shows)
+  "t0", "t1", "ev", "tmode", "ranks",
   // Memory
   "dev", "m0", "m1",
   // Module

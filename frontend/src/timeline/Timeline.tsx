@@ -7,7 +7,7 @@
 // fillText or shown as React text: never HTML. Arrows (flows) are drawn from their
 // endpoints' coordinates, so an end merged into a busy block or outside the window
 // still gets its arrow; what was drawn is mirrored into data- attributes of the
-// timeline's box (data-flows, data-counters, data-window-*) for tests and tools.
+// timeline's box (data-flows, data-counters, data-tracks, data-window-*) for tests and tools.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
@@ -98,6 +98,8 @@ export function Timeline(props: Props) {
   const view: Viewport = useMemo(() => ({ ...vp, width }), [vp, width]);
   const layout = useMemo(() => layoutTracks(tracks, ROW_H, HEADER_H, collapsed, GAP), [tracks, collapsed]);
   const boxById = useMemo(() => new Map(layout.boxes.map((b) => [b.id, b])), [layout]);
+  // the track headers laid out, top to bottom, as JSON (mirrored for tests and tools)
+  const trackLabels = useMemo(() => JSON.stringify(tracks.filter((t) => boxById.has(t.id)).map((t) => `${t.process} — ${t.thread}`)), [tracks, boxById]);
   const needle = search.trim().toLowerCase();
   const plotH = height - RULER_H;
   const maxScroll = Math.max(0, layout.height + countersH - plotH);
@@ -484,6 +486,7 @@ export function Timeline(props: Props) {
       data-window-end={Math.ceil(vp.end)}
       data-selected={selected ?? ""}
       data-counters={counters.map((c) => c.name).join("|")}
+      data-tracks={trackLabels}
     >
       <canvas
         ref={canvas}

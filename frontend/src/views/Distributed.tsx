@@ -1,26 +1,42 @@
-// Distributed: per rank, computation / communication / overlap / other (stacked bars),
-// communication split into waiting for the slowest rank vs transferring, the
-// collectives per rank (bytes, bandwidth), and the devices of each worker. Every figure
-// says whether it is one step or a total over the steps.
+// Distributed: the ranks slowest first with their outliers, clock corrections and a
+// step × rank heatmap (distributed/Ranks), per rank computation / communication /
+// overlap / other (stacked bars), communication split into waiting for the slowest rank
+// vs transferring, each collective instance across the ranks and the point-to-point
+// bytes matrix (distributed/Instances), the collectives per rank (bytes, bandwidth), and
+// the devices of each worker. Every figure says whether it is one step, a mean per step
+// or a total over the steps. Sized for 1,024 ranks: long rank axes get a slider.
 
-import { useMemo, useState } from "react";
+import { useMemo, useState, type ReactNode } from "react";
 import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
-import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistWaitReply, OverlapRow, WaitRow } from "../api/types";
+import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistRanksReply, DistWaitReply, OverlapRow, WaitRow } from "../api/types";
 import { Chart, TOOLTIP_BASE, axisTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Select, Tabs } from "../components/common";
 import { fmtBytes, fmtDuration } from "../util/format";
+import { rankRanges } from "./distributed/data";
+import { fmtGBps, InstancesTable, MatrixSection } from "./distributed/Instances";
+import { RanksSection } from "./distributed/Ranks";
+
+export { fmtGBps };
+
+/** Ranks listed one per line in the Job box up to this many; beyond, in ranges. */
+const LIST_RANKS = 16;
 
 function InfoBox({ info }: { info: DistInfo }) {
+  const many = info.ranks.length > LIST_RANKS;
+  const excluded = info.excluded ?? [];
   return (
     <KeyValues
       items={[
         ["Backend", info.backend ?? "unknown"],
         ["World size", info.world_size != null ? String(info.world_size) : "unknown"],
-        ["Ranks with traces", info.ranks.join(", ") || "none"],
-        ...(info.missing_ranks.length ? [["Missing ranks", info.missing_ranks.join(", ")] as [string, string]] : []),
-        ...Object.entries(info.workers).map(([r, w]): [string, string] => [`Rank ${r}`, `${w} · ${info.device_words[r] ?? ""} · measured on ${info.measured_on[r] ?? "?"}`]),
+        ["Ranks with traces", (many ? `${info.ranks.length}: ${rankRanges(info.ranks)}` : info.ranks.join(", ")) || "none"],
+        ...(info.missing_ranks.length ? [["Missing ranks", rankRanges(info.missing_ranks)] as [string, string]] : []),
+        ...(excluded.length
+          ? [["Excluded", <ul className="plain excluded">{excluded.map((x, i) => <li key={i}>rank {x.rank ?? "?"} <bdi className="mono">{x.worker}</bdi>: {x.reason}</li>)}</ul>] as [string, ReactNode]]
+          : []),
+        ...(many ? [] : Object.entries(info.workers).map(([r, w]): [string, ReactNode] => [`Rank ${r}`, <><bdi>{w}</bdi> · {info.device_words[r] ?? ""} · measured on {info.measured_on[r] ?? "?"}</>])),
       ]}
     />
   );
@@ -32,17 +48,17 @@ export function totalLabel(rows: { steps?: number }[]): string {
   return counts.length === 1 ? `total over ${counts[0]} step${counts[0] === 1 ? "" : "s"}` : "total over each rank's steps";
 }
 
-/** A bandwidth in GB/s with three significant digits ("–" when unknown). */
-export function fmtGBps(v: number | null | undefined): string {
-  return v === null || v === undefined || !Number.isFinite(v) ? "–" : v.toLocaleString("en-US", { maximumSignificantDigits: 3 });
-}
+/** Bars shown at once on a category axis; beyond, a slider under the chart moves the window. */
+const BARS_IN_VIEW = 32;
 
 function stackedBars<T extends { rank: number; step?: number }>(rows: T[], series: { key: keyof T; name: string; color: string }[], perStep: boolean, unit: string) {
   const cats = rows.map((r) => (perStep ? `rank ${r.rank} · step ${r.step}` : `rank ${r.rank}`));
+  const zoom = cats.length > BARS_IN_VIEW;
   return {
+    dataZoom: zoom ? [{ type: "slider", xAxisIndex: 0, startValue: 0, endValue: BARS_IN_VIEW - 1, bottom: 6, height: 16, showDetail: false }] : [],
     tooltip: { ...TOOLTIP_BASE, trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip((v) => fmtDuration(v)) },
     legend: { top: 0 },
-    grid: { left: 80, right: 20, top: 36, bottom: perStep ? 70 : 40 },
+    grid: { left: 80, right: 20, top: 36, bottom: (perStep ? 70 : 40) + (zoom ? 26 : 0) },
     xAxis: { type: "category", data: cats, axisLabel: { rotate: perStep ? 30 : 0 } },
     yAxis: { type: "value", name: unit, axisLabel: { formatter: (v: number) => fmtDuration(v) } },
     series: series.map((s) => ({
@@ -88,8 +104,29 @@ export function figureCols(perStep: boolean, unit: string): Col<FigureRow>[] {
   ];
 }
 
+/** Each rank's communication here and in the Overview; folded away past a few ranks. */
+function CommLines({ rows }: { rows: OverlapRow[] }) {
+  const list = (
+    <ul className="plain comm-lines" aria-label="Communication here and in the Overview">
+      {rows.map((r) => (
+        <li key={r.rank}>
+          <b>rank {r.rank}</b>: {r.communication_note}
+        </li>
+      ))}
+    </ul>
+  );
+  if (rows.length <= 8) return list;
+  return (
+    <details className="comm-lines-fold">
+      <summary>Communication here and in the Overview, per rank ({rows.length} ranks)</summary>
+      {list}
+    </details>
+  );
+}
+
 export function DistributedView({ sel, dark }: ViewProps) {
   const p = { run: sel.run, span: sel.span };
+  const ranks = useApi<DistRanksReply>("distributed/ranks", p);
   const overlap = useApi<DistOverlapReply>("distributed/overlap", p);
   const wait = useApi<DistWaitReply>("distributed/waittime", p);
   const ops = useApi<DistCommOpsReply>("distributed/commops", p);
@@ -151,6 +188,9 @@ export function DistributedView({ sel, dark }: ViewProps) {
 
   return (
     <div className="view">
+      <Section title="Ranks">
+        <Loaded state={ranks}>{(d) => <RanksSection d={d} run={sel.run} dark={dark} />}</Loaded>
+      </Section>
       <div className="controls">
         <Tabs label="Per rank or per step" value={perStep} onChange={setPerStep} options={[{ value: "total", label: "Per rank" }, { value: "step", label: "Per rank and step" }]} />
       </div>
@@ -165,10 +205,10 @@ export function DistributedView({ sel, dark }: ViewProps) {
               <Section title="Devices">
                 <Loaded state={gpu}>
                   {(g) => (
-                    <ul className="plain">
+                    <ul className="plain scroll-list">
                       {g.workers.map((w) => (
                         <li key={w.worker}>
-                          <b>rank {w.rank}</b> <span className="mono">{w.worker}</span>:{" "}
+                          <b>rank {w.rank}</b> <bdi className="mono">{w.worker}</bdi>:{" "}
                           {w.devices.length
                             ? w.devices.map((dv) => `${dv.kind} ${dv.id}${dv.name ? ` ${dv.name}` : ""}${dv.total_memory ? ` (${fmtBytes(dv.total_memory)})` : ""}`).join("; ")
                             : "CPU only"}
@@ -180,15 +220,7 @@ export function DistributedView({ sel, dark }: ViewProps) {
               </Section>
             </div>
             <Section title="Computation and communication">
-              {o.ranks.some((r) => r.communication_note) && (
-                <ul className="plain comm-lines" aria-label="Communication here and in the Overview">
-                  {o.ranks.map((r) => (
-                    <li key={r.rank}>
-                      <b>rank {r.rank}</b>: {r.communication_note}
-                    </li>
-                  ))}
-                </ul>
-              )}
+              {o.ranks.some((r) => r.communication_note) && <CommLines rows={o.ranks} />}
               {overlapOpt && (o.ranks.length ? <Chart option={overlapOpt} dark={dark} height={320} ariaLabel="Computation and communication per rank" /> : <Empty title="No ranks" />)}
               {o.ranks.length > 0 && (
                 <DataTable
@@ -213,6 +245,11 @@ export function DistributedView({ sel, dark }: ViewProps) {
             </>
           )}
         </Loaded>
+      </Section>
+      <Section title="Collective instances">
+        <InstancesTable run={sel.run} span={sel.span} />
+        <h3 className="sub-head">Point-to-point bytes between ranks</h3>
+        <MatrixSection run={sel.run} span={sel.span} dark={dark} />
       </Section>
       <Section
         title="Collectives"

@@ -1,202 +1,55 @@
 // Trace: the timeline of the selected span (timeline/Timeline) fed window by window
 // from the server, with search (the server finds matches in the whole trace: count,
 // next/previous jump and select), flows (the selection's arrows, optionally every
-// arrow in view), device utilization and memory counters, and a details panel.
+// arrow in view), device utilization and memory counters, and a details panel. In a
+// distributed run a toggle switches to the Ranks mode (trace/Ranks): several ranks'
+// timelines on one time axis.
 
-import { useEffect, useMemo, useRef, useState } from "react";
+import { useEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import type { ViewProps } from "../App";
-import { absoluteUrl, getJson } from "../api/client";
+import { absoluteUrl } from "../api/client";
 import { useApi } from "../api/hooks";
-import type { EventDetailReply, EventLink, MemoryCurveReply, SearchMatch, SearchReply, TimelineReply } from "../api/types";
-import { Empty, ErrorBox, KeyValues, Notes, Progress } from "../components/common";
+import type { EventDetailReply, MemoryCurveReply, SearchMatch, SearchReply, TimelineReply } from "../api/types";
+import { Empty, ErrorBox, Notes, Progress, Tabs } from "../components/common";
 import { setState } from "../state/store";
-import { Timeline, type Counter, type FlowEnd, type FlowLink } from "../timeline/Timeline";
-import { binPoints, fitRange, isWellVisible, jumpWindow, type Range, type Viewport } from "../timeline/coords";
-import { fmtBytes, fmtCount, fmtDuration, fmtWallTime } from "../util/format";
-import type { LoadingReply } from "../api/types";
-import { FrameItem, StackFrames } from "../components/StackFrames";
-import { isStackArg, parseCallStack, parseFrame } from "../util/frames";
+import { Timeline, type Counter, type FlowLink } from "../timeline/Timeline";
+import { binPoints, fitRange, isWellVisible, jumpWindow } from "../timeline/coords";
+import { fmtBytes, fmtCount, fmtDuration } from "../util/format";
+import { useTimelineWindow } from "./trace/useWindow";
+import { TraceRanksView } from "./trace/Ranks";
+import { Details, selectionFlows } from "./trace/Details";
 
-function parseNs(s: string | undefined): number | null {
-  if (!s || !/^\d+$/.test(s)) return null;
-  const n = Number(s);
-  return Number.isSafeInteger(n) ? n : null;
-}
-
-function argText(v: unknown): string {
-  if (v === null || v === undefined) return "";
-  if (typeof v === "string") return v;
-  try {
-    return JSON.stringify(v);
-  } catch {
-    return String(v);
-  }
-}
+export { selectionFlows };
 
 /** Matches asked of the server at a time (next/previous beyond them asks for the next page). */
 const SEARCH_PAGE = 200;
 
-// How a linked event relates to the selected one, in words; and which links point away from it.
-const RELATION_WORDS: Record<string, string> = {
-  launched_by: "launched by", operator: "issued by operator", launched: "launched", forward: "forward op",
-  backward: "backward op", flow_to: "flow to", flow_from: "flow from",
-};
-const OUTGOING = new Set(["launched", "backward", "flow_to"]);
-
-/** The selection's arrows, from the links of its details (with their ends' rows). */
-export function selectionFlows(d: EventDetailReply): FlowLink[] {
-  const e = d.event;
-  const self: FlowEnd = { i: e.i, ts_ns: e.ts_ns, track: e.track, depth: e.depth ?? 0 };
-  const out: FlowLink[] = [];
-  for (const l of d.links) {
-    if (l.ts_ns === undefined || l.track === undefined) continue;
-    const other: FlowEnd = { i: l.i, ts_ns: l.ts_ns, track: l.track, depth: l.depth ?? 0 };
-    const kind = l.relation === "operator" ? "operator" : l.relation === "forward" || l.relation === "backward" ? "fwdbwd" : "launch";
-    out.push(OUTGOING.has(l.relation) ? { from: self, to: other, kind } : { from: other, to: self, kind });
-  }
-  return out;
+export function TraceView(props: ViewProps) {
+  const views = useApi<string[]>(props.sel.run ? "views" : null, { run: props.sel.run });
+  const canRanks = (views.data ?? []).includes("Distributed");
+  const ranksMode = canRanks && props.st.tmode === "ranks";
+  const toggle = canRanks ? <ModeToggle ranks={ranksMode} /> : null;
+  return ranksMode ? <TraceRanksView {...props} modeToggle={toggle} /> : <SingleTraceView {...props} modeToggle={toggle} />;
 }
 
-function LinkItem({ l, onPick }: { l: EventLink; onPick: (i: number) => void }) {
+/** One worker's trace, or the chosen ranks' traces on one time axis. */
+function ModeToggle({ ranks }: { ranks: boolean }) {
   return (
-    <li data-relation={l.relation} data-i={l.i}>
-      <span className="muted">{RELATION_WORDS[l.relation] ?? l.relation}</span>{" "}
-      <button type="button" className="link" onClick={() => onPick(l.i)} title={l.cat}>
-        {l.name}
-      </button>
-      {l.dur_ns !== undefined && <span className="muted"> · {fmtDuration(l.dur_ns)}</span>}
-    </li>
+    <Tabs
+      label="Trace of one worker or of several ranks"
+      value={ranks ? "ranks" : "one"}
+      onChange={(v) => setState({ tmode: v === "ranks" ? "ranks" : undefined, t0: undefined, t1: undefined, ev: undefined })}
+      options={[{ value: "one", label: "One worker" }, { value: "ranks", label: "Ranks" }]}
+    />
   );
 }
 
-function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: number) => void; onZoom: () => void }) {
-  const e = d.event;
-  const args = Object.entries(d.args ?? {});
-  // python_function events are named by their frame: "file.py(12): func"
-  // (the server's frame carries the resolved path VS Code can open; parsed here otherwise)
-  const src = d.source ?? (e.cat === "python_function" ? parseFrame(e.name) : null);
-  return (
-    <div className="details">
-      <div className="details-name selectable">{e.name}</div>
-      {src?.file && (
-        <ol className="frames" aria-label="Source">
-          <FrameItem frame={src} />
-        </ol>
-      )}
-      <div className="details-actions">
-        <button type="button" className="small" onClick={onZoom}>Zoom to event</button>
-      </div>
-      <KeyValues
-        items={[
-          ["Category", e.cat],
-          ["Start", `${fmtDuration(e.ts_ns)} after the trace start`],
-          ...(d.origin_ns ? [["Wall time", fmtWallTime(d.wall_origin_ns ?? d.origin_ns, e.ts_ns)] as [string, string]] : []),
-          ["Duration", fmtDuration(e.dur_ns)],
-          ["Process", e.pid],
-          ["Thread / stream", e.tid],
-          ...(e.launched_by_graph ? [["Launched by", "a graph launch (one call, many kernels)"] as [string, string]] : []),
-        ]}
-      />
-      {d.links.length > 0 && (
-        <>
-          <h3>Linked events</h3>
-          <ul className="links">
-            {d.links.map((l, k) => <LinkItem key={k} l={l} onPick={onPick} />)}
-          </ul>
-        </>
-      )}
-      <h3>Arguments</h3>
-      {args.length ? (
-        <dl className="kv args">
-          {args.map(([k, v]) => (
-            <div key={k} className="kv-row">
-              <dt>{k}</dt>
-              <dd className="selectable mono">{isStackArg(k, v) ? <StackFrames frames={d.stacks?.[k] ?? parseCallStack(v)} /> : argText(v)}</dd>
-            </div>
-          ))}
-        </dl>
-      ) : (
-        <div className="muted">No arguments.</div>
-      )}
-    </div>
-  );
-}
-
-export function TraceView({ st, sel, dark }: ViewProps) {
+function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle: ReactNode }) {
   const selKey = `${sel.run}\u0000${sel.worker ?? ""}\u0000${sel.span ?? ""}`;
-  const [data, setData] = useState<TimelineReply | null>(null);
-  const [bounds, setBounds] = useState<Range | null>(null);
-  const [vp, setVp] = useState<Viewport | null>(null);
-  const [error, setError] = useState<Error | null>(null);
-  const [progress, setProgress] = useState<LoadingReply | null>(null);
-  const [loading, setLoading] = useState(false);
+  const { data, bounds, vp, setVp, error, progress, loading, width } = useTimelineWindow<TimelineReply>("trace", sel, selKey, st.t0, st.t1);
   const [search, setSearch] = useState("");
   const [reveal, setReveal] = useState<{ track: number; depth: number; nonce: number } | null>(null);
   const revealNext = useRef(false);
-  const width = useRef(1200);
-
-  // a new selection: start over
-  useEffect(() => {
-    setData(null);
-    setBounds(null);
-    setVp(null);
-    setError(null);
-  }, [selKey]);
-
-  const t0 = parseNs(st.t0);
-  const t1 = parseNs(st.t1);
-
-  // fetch the window (debounced while zooming / panning)
-  const want = vp ?? (t0 !== null && t1 !== null && t1 > t0 ? { start: t0, end: t1, width: width.current } : null);
-  const reqStart = want ? Math.floor(want.start) : null;
-  const reqEnd = want ? Math.ceil(want.end) : null;
-  const reqWidth = Math.min(10000, Math.max(100, Math.round(want?.width ?? width.current)));
-  useEffect(() => {
-    const ctrl = new AbortController();
-    const timer = setTimeout(() => {
-      setLoading(true);
-      getJson<TimelineReply>(
-        "trace",
-        { ...sel, start_ns: reqStart ?? undefined, end_ns: reqEnd ?? undefined, width: reqWidth },
-        ctrl.signal,
-        (p) => setProgress(p),
-      )
-        .then((r) => {
-          setProgress(null);
-          setError(null);
-          setData(r);
-          setLoading(false);
-          const b = { start: r.span.start_ns, end: Math.max(r.span.end_ns, r.span.start_ns + 1) };
-          setBounds((old) => (old && old.start === b.start && old.end === b.end ? old : b));
-          setVp((old) => old ?? { start: r.window.start_ns, end: Math.max(r.window.end_ns, r.window.start_ns + 1), width: width.current });
-        })
-        .catch((e: unknown) => {
-          if (ctrl.signal.aborted) return;
-          setLoading(false);
-          setError(e instanceof Error ? e : new Error(String(e)));
-        });
-    }, data ? 150 : 0);
-    return () => {
-      clearTimeout(timer);
-      ctrl.abort();
-    };
-  }, [selKey, reqStart, reqEnd, reqWidth]); // eslint-disable-line react-hooks/exhaustive-deps
-
-  // the window in the URL (replace: zooming does not fill the history)
-  useEffect(() => {
-    if (!vp || !bounds) return;
-    const whole = vp.start <= bounds.start && vp.end >= bounds.end;
-    const timer = setTimeout(() => {
-      setState({ t0: whole ? undefined : String(Math.floor(vp.start)), t1: whole ? undefined : String(Math.ceil(vp.end)) }, true);
-    }, 300);
-    return () => clearTimeout(timer);
-  }, [vp?.start, vp?.end, bounds]); // eslint-disable-line react-hooks/exhaustive-deps
-
-  // Back/Forward or a link changed the window in the URL
-  useEffect(() => {
-    if (!vp || t0 === null || t1 === null) return;
-    if (Math.abs(t0 - vp.start) > 1 || Math.abs(t1 - vp.end) > 1) setVp({ start: t0, end: t1, width: vp.width });
-  }, [st.t0, st.t1]); // eslint-disable-line react-hooks/exhaustive-deps
 
   // memory as counter tracks over the window (traces without memory records: none)
   const [showMem, setShowMem] = useState(true);
@@ -321,6 +174,7 @@ export function TraceView({ st, sel, dark }: ViewProps) {
   return (
     <div className="view trace-view">
       <div className="controls">
+        {modeToggle}
         <span className="search-box" role="search" style={{ display: "inline-flex", alignItems: "center", gap: 4 }}>
           <input
             type="search"
