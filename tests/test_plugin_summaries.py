@@ -171,7 +171,7 @@ def test_cold_run_answers_202_with_summary_progress_then_200(many, serve, monkey
 
     monkeypatch.setattr(pool_mod, "summarize_files", held)
     monkeypatch.setattr(app_mod, "LOAD_WAIT_S", 0.3)
-    _app, c = serve(many, jobs=2)
+    app, c = serve(many, jobs=2)
     try:
         r = c.get(P + "distributed/overlap?run=r16")
         assert r.status_code == 202
@@ -190,6 +190,8 @@ def test_cold_run_answers_202_with_summary_progress_then_200(many, serve, monkey
     status = get(c, "status")
     assert status["memory"]["traces_loaded"] == 0 and status["runs"][0]["loaded_files"] == 0
     assert status["loaded_bytes"] == status["total_bytes"]
+    cache = Path(app.state.cache_dir)  # the summaries are stored; no rank's decoded columns are written
+    assert len(list((cache / "summaries").glob("*.tbpc"))) == 16 and not list(cache.glob("*.tbpc"))
 
 
 def test_the_run_asked_for_is_summarized_first(many, tmp_path, serve, monkeypatch):

@@ -476,7 +476,8 @@ class ProfilerState:
         return []
 
     def _summarize(self, chunk: list[FileEntry]) -> None:
-        """Stored summaries first (a read each), the others built by summarize_files."""
+        """Stored summaries first (a read each), the others built by summarize_files, without
+        writing each rank's decoded columns (a per-rank view decodes its rank when opened)."""
         from tb_profiler.summary.ingest import stored_summary
         from tb_profiler.summary.pool import summarize_files
 
@@ -501,13 +502,13 @@ class ProfilerState:
         paths, workers = [e.path for e in todo], [e.worker for e in todo]
         try:
             outcomes = summarize_files(paths, jobs=self.jobs, dask=self.dask, cache_dir=self.cache_dir,
-                                       workers=workers, progress=progress)
+                                       workers=workers, progress=progress, columns=False)
         except Exception as exc:  # Dask unreachable or not installed: the local pool does it
             if self.dask is None:
                 raise
             logger.warning("tb_profiler: summaries on Dask %s failed (%s); building them here", self.dask, exc)
             outcomes = summarize_files(paths, jobs=self.jobs, cache_dir=self.cache_dir, workers=workers,
-                                       progress=progress)
+                                       progress=progress, columns=False)
         self._finish(todo, outcomes)
 
     def _finish(self, entries: list[FileEntry], outcomes: list) -> None:

@@ -28,7 +28,7 @@ def stored_summary(path_or_url: str | os.PathLike, *, cache_dir: str | os.PathLi
 
 
 def summary_for(path_or_url: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
-                worker: str | None = None) -> TraceSummary:
+                worker: str | None = None, columns: bool = True) -> TraceSummary:
     """The summary of one trace file (local path or fsspec URL).
 
     cache: read the stored summary when its key matches, else load the trace (through the
@@ -36,6 +36,10 @@ def summary_for(path_or_url: str | os.PathLike, *, cache: bool = True, cache_dir
         anything on disk (the trace is decoded again).
     cache_dir: cache folder (summaries go to its ``summaries`` folder).
     worker: the worker's name (default: from the file name, as discovery names it).
+    columns: with cache, also read or write the trace's decoded columns in the cache; False:
+        decode the file without them (a server summarizing a run of many ranks in the
+        background: writing every rank's columns costs more than decoding again the few
+        ranks anybody opens).
     Raises TraceFormatError for a bad trace, as ``tb_profiler.load`` does.
     """
     from tb_profiler.trace.load import load
@@ -51,7 +55,7 @@ def summary_for(path_or_url: str | os.PathLike, *, cache: bool = True, cache_dir
         hit = read_summary(key, cache_dir)
         if hit is not None:
             return hit.relabel(worker=worker or default_worker(source))
-    trace = load(path_or_url, cache=cache, cache_dir=cache_dir)
+    trace = load(path_or_url, cache=cache and columns, cache_dir=cache_dir)
     summary = summarize_trace(trace, worker=worker)
     summary = dataclasses.replace(summary, source=source, size=size, mtime=mtime, seconds=time.perf_counter() - t0)
     if key is not None:

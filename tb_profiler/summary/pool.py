@@ -42,7 +42,7 @@ def available_cpus() -> int:
 
 def summarize_files(paths: Iterable[str | os.PathLike], *, jobs: int | None = None, dask=None,
                     cache_dir: str | os.PathLike | None = None, workers: Sequence[str | None] | None = None,
-                    progress: Progress | None = None) -> list[Outcome]:
+                    progress: Progress | None = None, columns: bool = True) -> list[Outcome]:
     """The summary of each file, in the order given (its exception where it failed).
 
     Stored summaries whose key matches are read, not rebuilt.  The others are built by
@@ -51,6 +51,7 @@ def summarize_files(paths: Iterable[str | os.PathLike], *, jobs: int | None = No
     ``distributed.Client``; each built summary is stored under ``cache_dir``.
     workers: the worker name of each file (default: from its file name).
     progress(done_files, total_files, path) is called as each file finishes.
+    columns: also keep each built trace's decoded columns in the cache (``summary_for``).
     """
     paths = [os.fspath(p) for p in paths]
     names = list(workers) if workers is not None else [None] * len(paths)
@@ -63,7 +64,7 @@ def summarize_files(paths: Iterable[str | os.PathLike], *, jobs: int | None = No
             done += 1
             _report(progress, done, len(paths), paths[i])
     todo = [i for i, r in enumerate(results) if r is None]
-    for i, outcome in _build(paths, names, todo, jobs, dask, cache_dir):
+    for i, outcome in _build(paths, names, todo, jobs, dask, cache_dir, columns):
         results[i] = outcome
         done += 1
         _report(progress, done, len(paths), paths[i])
@@ -82,7 +83,7 @@ def _report(progress: Progress | None, done: int, total: int, path: str) -> None
         progress(done, total, path)
 
 
-def _build(paths, names, todo, jobs, dask, cache_dir) -> Iterator[tuple[int, Outcome]]:
+def _build(paths, names, todo, jobs, dask, cache_dir, columns: bool) -> Iterator[tuple[int, Outcome]]:
     """(index, outcome) of each file of todo, as each finishes."""
     if not todo:
         return iter(())
@@ -90,14 +91,14 @@ def _build(paths, names, todo, jobs, dask, cache_dir) -> Iterator[tuple[int, Out
         return _on_dask(dask, paths, names, todo, cache_dir)
     jobs = min(jobs or available_cpus(), len(todo))
     if jobs <= 1:
-        return ((i, _one(paths[i], names[i], cache_dir)) for i in todo)
-    return _on_pool(paths, names, todo, jobs, cache_dir)
+        return ((i, _one(paths[i], names[i], cache_dir, columns)) for i in todo)
+    return _on_pool(paths, names, todo, jobs, cache_dir, columns)
 
 
-def _one(path: str, worker: str | None, cache_dir) -> Outcome:
+def _one(path: str, worker: str | None, cache_dir, columns: bool = True) -> Outcome:
     """One file's summary, or its exception (what a pool process runs)."""
     try:
-        return summary_for(path, cache_dir=cache_dir, worker=worker)
+        return summary_for(path, cache_dir=cache_dir, worker=worker, columns=columns)
     except Exception as exc:  # noqa: BLE001 - one bad file must not cost the others
         return exc
 
@@ -114,11 +115,11 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _on_pool(paths, names, todo, jobs: int, cache_dir) -> Iterator[tuple[int, Outcome]]:
+def _on_pool(paths, names, todo, jobs: int, cache_dir, columns: bool) -> Iterator[tuple[int, Outcome]]:
     ctx = _context()
     lost = []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(_one, paths[i], names[i], cache_dir): i for i in todo}
+        futures = {pool.submit(_one, paths[i], names[i], cache_dir, columns): i for i in todo}
         for fut in as_completed(futures):
             try:
                 yield futures[fut], fut.result()
@@ -127,13 +128,13 @@ def _on_pool(paths, names, todo, jobs: int, cache_dir) -> Iterator[tuple[int, Ou
             except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
                 yield futures[fut], exc
     for i in sorted(lost):  # only after a crash: one process per file finds the culprit
-        yield i, _alone(paths[i], names[i], cache_dir, ctx)
+        yield i, _alone(paths[i], names[i], cache_dir, columns, ctx)
 
 
-def _alone(path: str, worker: str | None, cache_dir, ctx) -> Outcome:
+def _alone(path: str, worker: str | None, cache_dir, columns: bool, ctx) -> Outcome:
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         try:
-            return pool.submit(_one, path, worker, cache_dir).result()
+            return pool.submit(_one, path, worker, cache_dir, columns).result()
         except BrokenProcessPool:
             return BrokenProcessPool(f"{path}: the process summarizing it died (out of memory, or a crash)")
 
