@@ -412,7 +412,9 @@ def test_jobs_and_dask_settings(tmp_path, many, serve, monkeypatch):
         return real(paths, **kw)
 
     monkeypatch.setattr(pool_mod, "summarize_files", unreachable)
+    monkeypatch.setattr(state_mod, "MAX_CHUNK", 8)
     monkeypatch.delenv("TB_PROFILER_JOBS")
     _app, c = serve(many, jobs=1)
     assert len(settle(c, "distributed/overlap?run=r16")["ranks"]) == 16
-    assert seen[:2] == [("tcp://127.0.0.1:1", 1), (None, 1)]
+    # two chunks of 8: Dask is tried once, then the local pool builds (no connect timeout per chunk)
+    assert seen == [("tcp://127.0.0.1:1", 1), (None, 1), (None, 1)]

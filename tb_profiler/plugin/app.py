@@ -680,8 +680,9 @@ class ProfilerApp:
         failed = [e for e in chosen if e.state == FAILED]
         if failed:
             raise ApiError(404, failed[0].error or f"{failed[0].rel}: could not be read")
+        span_files = tuple(e.key for e in entries)  # the clocks come from every rank of the span
         return self.compute(request, chosen, lambda traces: views.trace_ranks(
-            traces, workers, clock, a, b, width, max_events, max_flows), key_extra=tuple(workers))
+            traces, workers, clock, a, b, width, max_events, max_flows), key_extra=(tuple(workers), span_files))
 
     # -- diff ------------------------------------------------------------------------------------
     def _diff_sides(self, request: Request) -> tuple[list[FileEntry], list[FileEntry]]:

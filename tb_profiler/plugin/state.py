@@ -43,6 +43,7 @@ DEFAULT_THREADS = 2
 
 CHUNK_BYTES = 512 << 20   # trace bytes per summary process per chunk
 MAX_CHUNK = 256           # files per chunk
+DASK_RETRY_S = 300.0      # after Dask fails, how long the local pool builds before Dask is tried again
 
 PENDING, LOADING, LOADED, FAILED = "pending", "loading", "loaded", "failed"
 # A file's summary: not built yet, being built (or read), in memory, could not be built.
@@ -189,6 +190,7 @@ class ProfilerState:
         self._multi: set[str] = set()               # runs of more than one worker
         self._summary_queue: list[list[FileEntry]] = []
         self._summarized = threading.Condition(self._lock)  # notified as summaries finish
+        self._dask_retry_at = 0.0   # after Dask failed, the local pool builds until then
         self.lru_loads = 0          # traces ever put into the LRU
         self.lru_peak_bytes = 0     # the most bytes the LRU ever held
 
@@ -500,13 +502,16 @@ class ProfilerState:
                 self._finish([e], [stored(e)])
 
         paths, workers = [e.path for e in todo], [e.worker for e in todo]
+        dask = self.dask if time.monotonic() >= self._dask_retry_at else None
         try:
-            outcomes = summarize_files(paths, jobs=self.jobs, dask=self.dask, cache_dir=self.cache_dir,
+            outcomes = summarize_files(paths, jobs=self.jobs, dask=dask, cache_dir=self.cache_dir,
                                        workers=workers, progress=progress, columns=False)
         except Exception as exc:  # Dask unreachable or not installed: the local pool does it
-            if self.dask is None:
+            if dask is None:
                 raise
-            logger.warning("tb_profiler: summaries on Dask %s failed (%s); building them here", self.dask, exc)
+            logger.warning("tb_profiler: summaries on Dask %s failed (%s); building them here for %.0f s",
+                           dask, exc, DASK_RETRY_S)
+            self._dask_retry_at = time.monotonic() + DASK_RETRY_S  # not a connect timeout per chunk
             outcomes = summarize_files(paths, jobs=self.jobs, cache_dir=self.cache_dir, workers=workers,
                                        progress=progress, columns=False)
         self._finish(todo, outcomes)
