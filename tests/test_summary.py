@@ -19,7 +19,7 @@ from tb_profiler.analysis.distributed import distributed, distributed_from_summa
 from tb_profiler.analysis.gpu import device_summary
 from tb_profiler.analysis.steps import steps
 from tb_profiler.summary import SUMMARY_VERSION, TraceSummary, ingest, summarize_trace, summary_for
-from tb_profiler.summary.model import FRAMES
+from tb_profiler.summary.model import FRAMES, stack
 from tb_profiler.summary.store import summary_path
 
 FACTS = ("source", "worker", "size", "mtime", "distributed_info", "base_time_ns", "device_word", "device_kinds",
@@ -176,3 +176,30 @@ def test_summarize_trace_is_computed_once_per_trace(tmp_path):
     trace = tb_profiler.load(_small_trace(tmp_path / "w.pt.trace.json"), cache=False)
     assert summarize_trace(trace) is summarize_trace(trace)
     assert summarize_trace(trace, worker="other").worker == "other" and summarize_trace(trace).worker == "w"
+
+
+def test_stack_equals_concatenated_frames_whether_stored_decoded_or_plain(sample_logdir, tmp_path):
+    """stack joins a frame's columns across summaries without a DataFrame per summary: the
+    table must be the frames concatenated, dtypes included, for stored summaries whose
+    frames are not decoded yet, decoded ones and plain ones (built in memory) mixed."""
+    traces = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache=False).traces(span=1)
+    traces.append(tb_profiler.load(V100_TRACE, cache=False))
+    plain = [summarize_trace(t) for t in traces]
+    stored = _stored(traces, tmp_path)
+    stored[1].collectives, stored[2].steps  # decoded already: read from the frame
+    mixed = [stored[0], plain[1], stored[1], stored[2], plain[0]]
+    same = [plain[0], plain[1], plain[1], plain[2], plain[0]]  # what each one of mixed must equal
+    for frame in FRAMES:
+        expected = pd.concat([getattr(s, frame) for s in same if len(getattr(s, frame))], ignore_index=True)
+        table, counts = stack(mixed, frame)
+        assert counts.tolist() == [len(getattr(s, frame)) for s in mixed]
+        if len(expected.columns):
+            pd.testing.assert_frame_equal(table, expected, check_exact=True, obj=frame)
+        first = list(getattr(mixed[0], frame).columns[:2])
+        if first:
+            part, _ = stack(mixed, frame, first)
+            assert list(part.columns) == first
+            pd.testing.assert_frame_equal(part, expected[first], check_exact=True, obj=frame)
+    # the frames hold nullable, text and object columns: every kind of column is joined
+    kinds = {str(d) for s in plain for f in FRAMES for d in getattr(s, f).dtypes}
+    assert {"Int64", "object"} <= kinds and kinds & {"str", "string"}, kinds

@@ -78,6 +78,7 @@ from tb_profiler.analysis.communication import comm_calls, comm_kernels
 from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals
 from tb_profiler.analysis.matching import INSTANCE_COLUMNS, group_instances, instances, match_notes, waits
 from tb_profiler.analysis.recommendations import fmt_ns
+from tb_profiler.summary.model import stack
 
 __all__ = ["CLOCK_COLUMNS", "COLLECTIVE_COLUMNS", "DTYPE_BYTES", "EXCLUDED_COLUMNS", "INSTANCE_COLUMNS",
            "RANK_COLUMNS", "STEP_COLUMNS", "collectives", "comm_calls", "comm_kernels", "distributed",
@@ -193,7 +194,9 @@ def _agreeing(ranked: list, notes: list[str]) -> tuple[list, list]:
         for (rank, worker, _), v in zip(ranked, values):
             if v is not None and v != want:
                 excluded.append((rank, worker, f"its distributedInfo {what} is {v}, the others' {want}"))
-    steps = [frozenset(s.steps["step"].tolist()) for _, _, s in ranked]
+    table, counts = stack([s for _, _, s in ranked], "steps", ["step"])
+    steps = [frozenset(x.tolist()) for x in np.split(table["step"].to_numpy(), np.cumsum(counts)[:-1])] \
+        if len(table) else [frozenset() for _ in ranked]
     common = _majority([st or None for st in steps])
     for (rank, worker, _), st in zip(ranked, steps):
         if common is not None and st and st != common:
@@ -255,15 +258,13 @@ def _rank_frame(ranked: list) -> pd.DataFrame:
 def _records(ranked: list, notes: list[str]) -> pd.DataFrame:
     """Every rank's collective records, with rank and worker; notes on each rank's own.
     Concatenated once (a frame per rank would cost seconds for a thousand ranks)."""
-    for rank, worker, s in ranked:
-        if s.collectives.empty:
+    recs, counts = stack([s for _, _, s in ranked], "collectives")
+    for (rank, worker, s), n in zip(ranked, counts):
+        if not n:
             notes.append(f"rank {rank} ({worker}): no communication events in the trace")
         notes += [f"rank {rank} ({worker}): {n}" for n in (*_source_notes(s), *s.collective_notes)]
-    frames = [s.collectives for _, _, s in ranked]
-    if not any(len(f) for f in frames):
+    if not counts.any():
         return _empty([*RECORD_COLUMNS, "rank", "worker"])
-    counts = [len(f) for f in frames]
-    recs = pd.concat([f for f in frames if len(f)], ignore_index=True)
     recs["rank"] = np.repeat(np.array([r for r, _, _ in ranked], dtype=np.int64), counts)
     recs["worker"] = np.repeat(np.array([w for _, w, _ in ranked], dtype=object), counts)
     return recs
@@ -309,10 +310,9 @@ def _step_rows(ranked: list, recs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 def _stacked(ranked: list, frame: str, columns: list[str]) -> tuple[dict[str, np.ndarray], list[int]]:
     """({column: every rank's values, rank after rank}, rows per rank) of one summary frame."""
-    frames = [getattr(s, frame) for _, _, s in ranked]
-    stacked = {c: np.concatenate([np.zeros(0, np.int64), *(f[c].to_numpy(np.int64) for f in frames if len(f))])
-               for c in columns}
-    return stacked, [len(f) for f in frames]
+    table, counts = stack([s for _, _, s in ranked], frame, columns)
+    none = np.zeros(0, np.int64)
+    return {c: table[c].to_numpy(np.int64) if len(table) else none for c in columns}, counts.tolist()
 
 
 def _in_windows(start: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -332,9 +332,10 @@ def _collective_table(ranked: pd.DataFrame, windows: dict) -> pd.DataFrame:
     if ranked.empty:
         return _empty(COLLECTIVE_COLUMNS)
     keep = np.zeros(len(ranked), dtype=bool)
-    for rank, (lo, hi) in windows.items():  # one pass per rank, not per event
-        mine = (ranked["rank"] == rank).to_numpy()
-        keep[mine] = _in_windows(ranked["start"].to_numpy()[mine], lo, hi)
+    starts = ranked["start"].to_numpy()
+    for rank, mine in ranked.groupby("rank", sort=False).indices.items():  # one pass per rank, not per event
+        if rank in windows:
+            keep[mine] = _in_windows(starts[mine], *windows[rank])
     r = ranked[keep]
     dur = r["end"] - r["start"]
     size = r["size_bytes"].astype("float64")
@@ -406,18 +407,26 @@ def _rank_totals(per_step: pd.DataFrame, ranked: list) -> pd.DataFrame:
     out[["steps", *known]] = out[["steps", *known]].fillna(0).astype("int64")
     for c in _UNKNOWN_IF_MIXED:
         out[c] = out[c].astype("Int64").mask(out["steps"] == 0, 0)
-    lines = [_communication_line(s, int(n), int(c))
-             for (_, _, s), n, c in zip(ranked, out["steps"], out["communication_ns"])]
+    lines = [_communication_line(s, o, int(n), int(c))
+             for (_, _, s), o, n, c in zip(ranked, _overview_communication(ranked), out["steps"], out["communication_ns"])]
     out["overview_communication_ns"] = pd.array([x for x, _ in lines], dtype="Int64")
     out["communication_note"] = [line for _, line in lines]
     return out[RANK_COLUMNS]
 
 
-def _communication_line(s, n_steps: int, total: int) -> tuple[int | None, str]:
+def _overview_communication(ranked: list) -> list[int | None]:
+    """Per rank, the Overview's Communication per step: the step breakdown's average row
+    (the last of the summary's breakdown), None without one."""
+    table, counts = stack([s for _, _, s in ranked], "breakdown", ["communication_ns"])
+    if not len(table):
+        return [None] * len(ranked)
+    last = table["communication_ns"].to_numpy(np.int64)[np.maximum(np.cumsum(counts) - 1, 0)]
+    return [int(v) if n else None for v, n in zip(last, counts)]
+
+
+def _communication_line(s, overview: int | None, n_steps: int, total: int) -> tuple[int | None, str]:
     """(the Overview's Communication per step, one line saying it beside this view's and why
-    they differ).  The Overview's figure comes from the step breakdown itself (its average
-    row, the last of the summary's breakdown)."""
-    overview = int(s.breakdown["communication_ns"].iloc[-1]) if len(s.breakdown) else None
+    they differ)."""
     source = s.measured_on
     if not n_steps or overview is None:
         return overview, "Communication: no steps to count"

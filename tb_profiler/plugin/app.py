@@ -587,9 +587,12 @@ class ProfilerApp:
         run = p.text("run", required=True)
         entries = self._run_entries(run)
         span = p.integer("span", None, 1, 1_000_000)
+        by_worker: dict[str, list[FileEntry]] = {}
+        for e in entries:  # one pass: a run of 4,096 ranks is grouped in linear time
+            by_worker.setdefault(e.worker, []).append(e)
         out = []
-        for worker in sorted({e.worker for e in entries}, key=natural_key):
-            mine = [e for e in entries if e.worker == worker]
+        for worker in sorted(by_worker, key=natural_key):
+            mine = by_worker[worker]
             pick = max(mine, key=lambda e: e.index) if span is None else next(
                 (e for e in mine if e.index == span), None)
             if pick is not None:

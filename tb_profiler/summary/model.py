@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,6 +100,14 @@ class TraceSummary:
         """Memory held by the frames (deep), a measure of the summary's size."""
         return int(sum(getattr(self, f).memory_usage(index=True, deep=True).sum() for f in FRAMES))
 
+    def raw_columns(self, frame: str, only: Sequence[str] | None = None) -> tuple[int, list[tuple[str, tuple]]]:
+        """(rows, [(name, (dtype, values, mask or None))]) of one frame (of its columns
+        named in ``only``, default all): what ``stack`` joins across summaries without
+        building a DataFrame per summary."""
+        df = getattr(self, frame)
+        return len(df), [(str(c), _raw_series(df.iloc[:, i])) for i, c in enumerate(df.columns)
+                         if only is None or str(c) in only]
+
     def relabel(self, worker: str | None = None, span: int | None = None) -> TraceSummary:
         """The same summary under discovery's worker name and span index (not part of the file)."""
         changes = {k: v for k, v in (("worker", worker), ("span", span)) if v is not None}
@@ -148,26 +157,59 @@ def _encode(series: pd.Series, key: str, arrays: dict, strings: _Strings) -> dic
     return {**spec, "as": "json", "values": to_jsonable(series.tolist())}
 
 
-def _decode(spec: dict, key: str, arrays: dict, strings: np.ndarray):
-    """One column back, as an array of its dtype (a Series where pandas would otherwise
-    infer another dtype for it): a DataFrame is then built from them at once, which costs
-    a tenth of concatenating Series (1,024 summaries are read when a big run opens)."""
+def _raw(spec: dict, key: str, arrays: dict, strings: np.ndarray) -> tuple[str, np.ndarray, np.ndarray | None]:
+    """One stored column as (dtype, values, mask or None): text as an object array (None
+    where missing), before any pandas object is built."""
     how, dtype = spec["as"], spec["dtype"]
     if how == "array":
-        return np.array(arrays[key])
+        return dtype, np.array(arrays[key]), None
     if how == "masked":
-        return _masked_type(dtype)(np.array(arrays[key]), np.array(arrays[key + ".mask"]))
+        return dtype, np.array(arrays[key]), np.array(arrays[key + ".mask"])
     if how == "strings":
         codes = np.asarray(arrays[key], dtype=np.int64)
         values = np.empty(len(codes), dtype=object)
         values[:] = strings[np.maximum(codes, 0)] if len(strings) else None
         values[codes < 0] = None
-        if dtype == "object":  # a Series: pandas would infer its string dtype for a bare array
-            return pd.Series(values, dtype=object, copy=False)
-        return pd.array(values, dtype=dtype)
+        return dtype, values, None
     values = np.empty(len(spec["values"]), dtype=object)
     values[:] = spec["values"]
-    return pd.Series(values, dtype=object, copy=False)
+    return "object", values, None
+
+
+def _raw_series(series: pd.Series) -> tuple[str, np.ndarray, np.ndarray | None]:
+    """A column of a frame in memory as ``_raw`` gives a stored one."""
+    dtype = series.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind != "O":
+        return str(dtype), series.to_numpy(), None
+    if pd.api.types.is_extension_array_dtype(dtype) and dtype.kind in "biuf":
+        np_dtype = dtype.numpy_dtype
+        return str(dtype), series.to_numpy(dtype=np_dtype, na_value=np_dtype.type(0)), series.isna().to_numpy(bool)
+    values = series.to_numpy(dtype=object)
+    if str(dtype) != "object":  # a string dtype: its missing values as None, as stored
+        values = values.copy()
+        values[series.isna().to_numpy(bool)] = None
+    return str(dtype), values, None
+
+
+def _join(dtype: str, values: list[np.ndarray], masks: list[np.ndarray | None]):
+    """Parts of one column (``_raw``'s) as one array of its dtype (a Series where pandas
+    would otherwise infer another dtype for it), ready for a DataFrame built at once."""
+    data = values[0] if len(values) == 1 else np.concatenate(values)
+    if any(m is not None for m in masks):
+        mask = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in zip(values, masks)])
+        return _masked_type(dtype)(data, mask)
+    if data.dtype.kind != "O":
+        return data
+    if dtype == "object":  # a Series: pandas would infer its string dtype for a bare array
+        return pd.Series(data, dtype=object, copy=False)
+    return pd.array(data, dtype=dtype)
+
+
+def _decode(spec: dict, key: str, arrays: dict, strings: np.ndarray):
+    """One stored column back (decoded column by column, a DataFrame is then built from
+    them at once: a tenth of the cost of concatenating Series)."""
+    dtype, values, mask = _raw(spec, key, arrays, strings)
+    return _join(dtype, [values], [mask])
 
 
 @functools.cache
@@ -225,6 +267,30 @@ def _frame(name: str, spec: dict, arrays: dict, strings: np.ndarray) -> pd.DataF
     return pd.concat([pd.Series(c, name=n) for n, c in zip(names, cols)], axis=1)  # a dict keeps one of a name
 
 
+def stack(summaries: Sequence[TraceSummary], frame: str,
+          columns: Sequence[str] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """(one frame of every summary (its ``columns``, default all), one after the other, as
+    one DataFrame; its rows per summary).
+
+    Why: the cross-rank analyses read a few frames of each of 1,024 summaries; joining
+    their columns as arrays costs a tenth of a DataFrame per summary concatenated.  Frames
+    of other columns (summaries of another version) are concatenated the slow way."""
+    parts = [s.raw_columns(frame, columns) for s in summaries]
+    counts = np.array([rows for rows, _ in parts], dtype=np.int64)
+    full = [cols for rows, cols in parts if rows]
+    if not full:
+        empty = getattr(summaries[0], frame).iloc[:0] if summaries else pd.DataFrame()
+        return (empty if columns is None else empty[list(columns)]), counts
+    head = [(name, raw[0]) for name, raw in full[0]]
+    names = [n for n, _ in head]
+    if len(set(names)) != len(names) or any([(n, r[0]) for n, r in cols] != head for cols in full):
+        table = pd.concat([getattr(s, frame) for s, n in zip(summaries, counts) if n], ignore_index=True)
+        return (table if columns is None else table[list(columns)]), counts
+    columns = {name: _join(dtype, [cols[i][1][1] for cols in full], [cols[i][1][2] for cols in full])
+               for i, (name, dtype) in enumerate(head)}
+    return pd.DataFrame(columns, copy=False), counts
+
+
 class StoredSummary(TraceSummary):
     """A TraceSummary read from the store: each frame is decoded on first use.
 
@@ -247,6 +313,14 @@ class StoredSummary(TraceSummary):
         frame = _frame(name, specs[name], arrays, strings)
         setattr(self, name, frame)
         return frame
+
+    def raw_columns(self, frame: str, only: Sequence[str] | None = None) -> tuple[int, list[tuple[str, tuple]]]:
+        if frame in self.__dict__ or frame not in FRAMES:  # decoded already
+            return super().raw_columns(frame, only)
+        arrays, strings, specs = self._encoded
+        spec = specs[frame]
+        return int(spec["rows"]), [(c["name"], _raw(c, f"{frame}.{i}", arrays, strings))
+                                   for i, c in enumerate(spec["columns"]) if only is None or c["name"] in only]
 
     def relabel(self, worker: str | None = None, span: int | None = None) -> TraceSummary:
         changes = {k: v for k, v in (("worker", worker), ("span", span)) if v is not None}
