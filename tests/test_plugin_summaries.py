@@ -19,6 +19,7 @@ import pytest
 from werkzeug.test import Client
 
 import tb_profiler
+import tb_profiler.analysis.diff as diff_mod
 import tb_profiler.analysis.distributed as dist_mod
 import tb_profiler.summary.pool as pool_mod
 from tb_profiler.analysis.jsonable import to_jsonable
@@ -264,6 +265,34 @@ def test_a_broken_rank_is_listed_failed_and_the_run_opens(many, tmp_path, serve)
     assert get(c, "workers?run=r4") == ["rank0", "rank1", "rank3"]
     for route in RUN_ROUTES[1:]:
         settle(c, f"{route}?run=r4")
+
+
+def test_diff_of_two_runs_of_many_workers_reads_summaries_only(many, stored, tmp_path, serve):
+    """A diff whose sides are whole runs (worker=All) is computed from the workers'
+    summaries: no trace is loaded, and it equals analysis.diff over the traces; a worker
+    that cannot be summarized is left out by name, never hiding the rest."""
+    logdir = tmp_path / "log"
+    for name, picks in (("a", rank_paths(many / "r16")[:4]), ("b", rank_paths(many / "r16")[4:10])):
+        (logdir / name).mkdir(parents=True)
+        for p in picks:
+            shutil.copy(p, logdir / name / p.name)
+    _app, c = serve(logdir)
+    got = settle(c, "diff?run=a&exp_run=b")
+    diffnode = settle(c, "diffnode?run=a&exp_run=b&path=")
+    assert get(c, "status")["memory"]["traces_loaded"] == 0
+    expected = to_jsonable(diff_mod.diff([tb_profiler.load(p, cache=False) for p in rank_paths(logdir / "a")],
+                                         [tb_profiler.load(p, cache=False) for p in rank_paths(logdir / "b")]))
+    assert got == expected and got["summary"]["traces_a"] == 4 and got["summary"]["traces_b"] == 6
+    assert diffnode["path"] == ""
+
+    broken = rank_paths(logdir / "b")[1]
+    broken.write_text(broken.read_text()[:5000])  # cut off mid-file: b has 5 readable workers
+    deadline = time.monotonic() + 30
+    while (doc := settle(c, "diff?run=a&exp_run=b"))["summary"]["traces_b"] != 5:
+        assert time.monotonic() < deadline, doc["summary"]
+        time.sleep(0.2)
+    assert any(broken.name in n and "left out" in n for n in doc["notes"])
+    assert get(c, "status")["memory"]["traces_loaded"] == 0
 
 
 # -- the new routes ----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.breakdown import CATEGORIES, LABELS, NS_COLUMNS
+from tb_profiler.summary.model import stack
 
 __all__ = ["KERNEL_SUMS", "MODULE_SUMS", "OPERATOR_SUMS", "by_change", "diff"]
 
@@ -51,12 +52,11 @@ def _summaries(side) -> list:
     return [s if isinstance(s, TraceSummary) else summarize_trace(s) for s in side]
 
 
-def _summed(frames: list[pd.DataFrame], keys: list[str], sums: Sequence[str]) -> pd.DataFrame:
-    """The per-trace tables of one side added up by key (the side's aggregate)."""
-    frames = [f[[*keys, *sums]] for f in frames if len(f)]
-    if not frames:
+def _summed(summaries: list, frame: str, keys: list[str], sums: Sequence[str]) -> pd.DataFrame:
+    """One table of a side's summaries added up by key (the side's aggregate)."""
+    both, _ = stack(summaries, frame, [*keys, *sums])
+    if not len(both):
         return pd.DataFrame({c: pd.Series(dtype=object if c in keys else "int64") for c in [*keys, *sums]})
-    both = pd.concat(frames, ignore_index=True)
     return both.groupby(keys, sort=False, dropna=False)[list(sums)].sum().reset_index()
 
 
@@ -89,10 +89,12 @@ def _breakdown_per_step(traces: list) -> np.ndarray | None:
     """ns per step of each breakdown category and the step time (NS_COLUMNS + total_ns),
     over every step of a side's traces: the per-trace averages weighted by their steps,
     from the steps themselves so nothing is rounded twice; None without steps."""
-    frames = [t.breakdown.iloc[:-1] for t in traces if len(t.breakdown)]  # last row: the average
-    if not frames:
+    table, counts = stack(traces, "breakdown", [*NS_COLUMNS, "total_ns"])
+    steps = np.ones(len(table), dtype=bool)
+    steps[np.cumsum(counts)[counts > 0] - 1] = False  # each summary's last row: its average
+    if not steps.any():
         return None
-    rows = pd.concat(frames, ignore_index=True)[[*NS_COLUMNS, "total_ns"]].to_numpy(np.float64)
+    rows = table.to_numpy(np.float64)[steps]
     return rows.sum(axis=0) / len(rows)
 
 
@@ -111,8 +113,8 @@ def _breakdown_table(ta: list, tb: list) -> pd.DataFrame:
 
 def _side_steps(traces: list) -> tuple[int, int]:
     """(number of steps, summed step time in ns) over a side's traces."""
-    frames = [t.steps for t in traces]
-    return sum(len(f) for f in frames), int(sum(int(f["dur_ns"].sum()) for f in frames))
+    table, counts = stack(traces, "steps", ["dur_ns"])
+    return int(counts.sum()), int(table["dur_ns"].sum()) if len(table) else 0
 
 
 def _summary(ta: list, tb: list) -> tuple[dict, int, int]:
@@ -173,8 +175,7 @@ def diff(a, b) -> dict:
             ("operators", ["name"], OPERATOR_SUMS, ("host_total_ns", "device_total_ns")),
             ("kernels", ["name"], KERNEL_SUMS, ("total_ns",)),
             ("modules", ["path"], MODULE_SUMS, ("host_total_ns", "device_total_ns"))):
-        sa = _summed([getattr(t, label) for t in ta], keys, sums)
-        sb = _summed([getattr(t, label) for t in tb], keys, sums)
+        sa, sb = _summed(ta, label, keys, sums), _summed(tb, label, keys, sums)
         tables[label] = _align(sa, sb, keys, sums, na, nb, order_by)
         present[label] = (len(sa) > 0, len(sb) > 0)
     return {**tables, "summary": summary, "notes": _notes(ta, tb, na, nb, present)}

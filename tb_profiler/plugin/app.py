@@ -271,27 +271,10 @@ class ProfilerApp:
             raise ApiError(404, entry.error or f"{entry.rel}: could not be read")
         return entry
 
-    def _span_entries(self, p: Params, prefix: str = "") -> tuple[list[FileEntry], list[str]]:
-        """Every worker's file of one span (default: each worker's latest)."""
-        run = p.text(prefix + "run", required=True)
-        entries = self._run_entries(run)
-        span = p.integer(prefix + "span", None, 1, 1_000_000)
-        out = []
-        for worker in self._workers(entries):
-            mine = [e for e in self._usable(entries) if e.worker == worker]
-            pick = max(mine, key=lambda e: e.index) if span is None else next(
-                (e for e in mine if e.index == span), None)
-            if pick is not None:
-                out.append(pick)
-        if not out:
-            raise ApiError(404, f"run {run[:200]!r} has no readable trace" +
-                           (f" for span {span}" if span is not None else ""))
-        return out, [e.worker for e in out]
-
     def _side(self, p: Params, prefix: str) -> list[FileEntry]:
         worker = p.text(prefix + "worker")
         if worker in (None, "", "All"):
-            return self._span_entries(p, prefix)[0]
+            return self._span_files(p, prefix)
         return [self._entry(p, prefix)]
 
     # -- the compute path -----------------------------------------------------------------------
@@ -581,12 +564,13 @@ class ProfilerApp:
                                  "Cache-Control": "no-store"})
 
     # -- distributed ---------------------------------------------------------------------------
-    def _span_files(self, p: Params) -> list[FileEntry]:
+    def _span_files(self, p: Params, prefix: str = "") -> list[FileEntry]:
         """Every worker's file of one span (default: each worker's latest), those that could
-        not be read too: the run-level routes name them (info.excluded) instead of hiding them."""
-        run = p.text("run", required=True)
+        not be read too: the run-level routes name them (info.excluded, a diff's notes)
+        instead of hiding them."""
+        run = p.text(prefix + "run", required=True)
         entries = self._run_entries(run)
-        span = p.integer("span", None, 1, 1_000_000)
+        span = p.integer(prefix + "span", None, 1, 1_000_000)
         by_worker: dict[str, list[FileEntry]] = {}
         for e in entries:  # one pass: a run of 4,096 ranks is grouped in linear time
             by_worker.setdefault(e.worker, []).append(e)
@@ -692,17 +676,32 @@ class ProfilerApp:
         p = Params(request.args)
         return self._side(p, ""), self._side(p, "exp_")
 
-    def r_diff(self, request: Request) -> Response:
+    def _diff(self, request: Request, fn: Callable[[list, list], Any]) -> Response:
+        """fn(side A, side B): one trace against one from their traces; a side of several
+        workers from their summaries, never from all their events in memory."""
         a, b = self._diff_sides(request)
         n = len(a)
-        return self.compute(request, a + b, lambda traces: views.diff(traces[:n], traces[n:]))
+        if n == 1 and len(b) == 1:
+            return self.compute(request, a + b, lambda traces: fn(traces[:n], traces[n:]))
+
+        def body(run: views.RunSummaries) -> Any:
+            sides = [[s for s in side if not isinstance(s, BaseException)]
+                     for side in (run.summaries[:n], run.summaries[n:])]
+            if not all(sides):
+                raise views.NotFound("diff: a side has no readable trace: " + "; ".join(map(str, run.missing)))
+            out = fn(*sides)
+            if isinstance(out.get("notes"), list):  # the workers left out are named, never hidden
+                out["notes"] = [f"left out, not summarized: {s}" for s in run.missing] + out["notes"]
+            return out
+
+        return self.compute_run(request, a + b, body)
+
+    def r_diff(self, request: Request) -> Response:
+        return self._diff(request, views.diff)
 
     def r_diffnode(self, request: Request) -> Response:
-        p = Params(request.args)
-        path = p.text("path") or ""
-        a, b = self._diff_sides(request)
-        n = len(a)
-        return self.compute(request, a + b, lambda traces: views.diffnode(traces[:n], traces[n:], path))
+        path = Params(request.args).text("path") or ""
+        return self._diff(request, lambda a, b: views.diffnode(a, b, path))
 
     # -- static ----------------------------------------------------------------------------------
     def r_static(self, request: Request, route: str) -> Response:

@@ -280,7 +280,7 @@ def stack(summaries: Sequence[TraceSummary], frame: str,
     full = [cols for rows, cols in parts if rows]
     if not full:
         empty = getattr(summaries[0], frame).iloc[:0] if summaries else pd.DataFrame()
-        return (empty if columns is None else empty[list(columns)]), counts
+        return (empty if columns is None else empty.reindex(columns=list(columns))), counts
     head = [(name, raw[0]) for name, raw in full[0]]
     names = [n for n, _ in head]
     if len(set(names)) != len(names) or any([(n, r[0]) for n, r in cols] != head for cols in full):
