@@ -4,7 +4,7 @@ Public API:
     tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False)  # the writer
     load(path) -> Trace                                                      # one trace file
     load_run(dir_or_url) -> Run                                              # one run folder
-    summarize(run_path, span=None, jobs=None, dask=None) -> [TraceSummary]   # a run's summaries
+    summarize(run_path, span=None, jobs=None, dask=None, summaries=None) -> [TraceSummary]  # a run's summaries
     TraceFormatError                                                         # bad input
 """
 from __future__ import annotations

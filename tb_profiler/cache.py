@@ -35,7 +35,8 @@ try:
 except ImportError:  # pragma: no cover
     _crc32 = zlib.crc32
 
-__all__ = ["CacheKey", "Entry", "cache_dir", "entry_path", "read_entry", "write_entry", "CacheWarning"]
+__all__ = ["CacheKey", "Entry", "cache_dir", "entry_chunks", "entry_from_buffer", "entry_name", "entry_path",
+           "read_entry", "write_entry", "CacheWarning"]
 
 MAGIC = b"TBPCACHE"
 FORMAT = 1
@@ -92,12 +93,17 @@ def cache_dir(folder: str | os.PathLike | None = None) -> str:
     return os.path.join(base, "tb_profiler")
 
 
-def entry_path(source: str, folder: str | os.PathLike | None = None) -> str:
-    """The entry file for a source; one per source, so a new version replaces the old."""
+def entry_name(source: str) -> str:
+    """The entry's file name for a source; one per source, so a new version replaces the old."""
     digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     base = os.path.basename(source.rstrip("/"))[:60]
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in base)
-    return os.path.join(cache_dir(folder), f"{safe}.{digest}.tbpc")
+    return f"{safe}.{digest}.tbpc"
+
+
+def entry_path(source: str, folder: str | os.PathLike | None = None) -> str:
+    """The entry file for a source in the cache folder."""
+    return os.path.join(cache_dir(folder), entry_name(source))
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -109,29 +115,37 @@ def read_entry(path: str, key: CacheKey) -> Entry | None:
     """The entry at path if it is intact and matches key, else None (miss, stale or corrupt)."""
     try:
         with open_regular(path) as f:  # a FIFO planted at the entry path must not block the load
-            size = os.fstat(f.fileno()).st_size
-            if size < _PREFIX.size:
-                return None
-            magic, fmt, header_crc, header_len = _PREFIX.unpack(f.read(_PREFIX.size))
-            if magic != MAGIC or fmt != FORMAT or header_len > size - _PREFIX.size:
-                return None
-            header_bytes = f.read(header_len)
-            if len(header_bytes) != header_len or _crc32(header_bytes) != header_crc:
-                return None
-            header = json.loads(header_bytes)
-            start = _pad(_PREFIX.size + header_len)
-            if header.get("key") != key.as_dict() or start + header.get("data_size", -1) != size:
+            if os.fstat(f.fileno()).st_size < _PREFIX.size:
                 return None
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError):
         return None
+    return entry_from_buffer(mm, key, path)
+
+
+def entry_from_buffer(buf, key: CacheKey, path: str = "") -> Entry | None:
+    """The entry held in buf (an mmap of the file, or its bytes fetched from a URL) if it is
+    intact and matches key, else None.  The arrays are views of buf."""
     try:
-        return _parse(header, mm, start, path)
-    except (_Invalid, ValueError, TypeError, KeyError, UnicodeDecodeError):
+        size = len(buf)
+        if size < _PREFIX.size:
+            return None
+        magic, fmt, header_crc, header_len = _PREFIX.unpack_from(buf, 0)
+        if magic != MAGIC or fmt != FORMAT or header_len > size - _PREFIX.size:
+            return None
+        header_bytes = bytes(memoryview(buf)[_PREFIX.size:_PREFIX.size + header_len])
+        if _crc32(header_bytes) != header_crc:
+            return None
+        header = json.loads(header_bytes)
+        start = _pad(_PREFIX.size + header_len)
+        if header.get("key") != key.as_dict() or start + header.get("data_size", -1) != size:
+            return None
+        return _parse(header, buf, start, path)
+    except (_Invalid, ValueError, TypeError, KeyError, UnicodeDecodeError, AttributeError, struct.error):
         return None
 
 
-def _parse(header: dict, mm: mmap.mmap, start: int, path: str) -> Entry:
+def _parse(header: dict, mm, start: int, path: str) -> Entry:
     arrays = {}
     for name, spec in header["arrays"].items():
         dtype = np.dtype(spec["dtype"])
@@ -173,31 +187,11 @@ def write_entry(path: str, key: CacheKey, arrays: dict[str, np.ndarray], strings
     tmp = None
     try:
         os.makedirs(folder, exist_ok=True)
-        payload = dict(arrays)
-        strings_spec, string_arrays = _strings_arrays(strings)
-        payload.update(string_arrays)
-        payload[_BLOB] = np.frombuffer(args_blob, dtype=np.uint8) if len(args_blob) else np.zeros(0, np.uint8)
-        specs, offset = {}, 0
-        for name, arr in payload.items():
-            arr = np.ascontiguousarray(arr)
-            if arr.dtype.hasobject:
-                raise TypeError(f"cannot cache object array {name}")
-            payload[name] = arr
-            specs[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset,
-                           "nbytes": arr.nbytes, "crc": _crc32(memoryview(arr).cast("B"))}
-            offset += _pad(arr.nbytes)
-        header = {"key": key.as_dict(), "arrays": specs, "meta": meta, "strings": strings_spec,
-                  "data_size": offset}
-        body = json.dumps(header, separators=(",", ":")).encode()
-        start = _pad(_PREFIX.size + len(body))
+        chunks = entry_chunks(key, arrays, strings, args_blob, meta)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".tbpc", dir=folder)
         with os.fdopen(fd, "wb") as f:
-            f.write(_PREFIX.pack(MAGIC, FORMAT, _crc32(body), len(body)))
-            f.write(body)
-            f.write(b"\0" * (start - _PREFIX.size - len(body)))
-            for name, arr in payload.items():
-                f.write(memoryview(arr).cast("B"))
-                f.write(b"\0" * (_pad(arr.nbytes) - arr.nbytes))
+            for chunk in chunks:
+                f.write(chunk)
         os.replace(tmp, path)
         tmp = None
         return True
@@ -210,6 +204,31 @@ def write_entry(path: str, key: CacheKey, arrays: dict[str, np.ndarray], strings
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def entry_chunks(key: CacheKey, arrays: dict[str, np.ndarray], strings, args_blob, meta: dict) -> list:
+    """An entry's bytes, in pieces to write one after the other (to a file, or to a URL).
+    Raises TypeError for an object array (nothing to write then)."""
+    payload = dict(arrays)
+    strings_spec, string_arrays = _strings_arrays(strings)
+    payload.update(string_arrays)
+    payload[_BLOB] = np.frombuffer(args_blob, dtype=np.uint8) if len(args_blob) else np.zeros(0, np.uint8)
+    specs, offset = {}, 0
+    for name, arr in payload.items():
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.hasobject:
+            raise TypeError(f"cannot cache object array {name}")
+        payload[name] = arr
+        specs[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset,
+                       "nbytes": arr.nbytes, "crc": _crc32(memoryview(arr).cast("B"))}
+        offset += _pad(arr.nbytes)
+    header = {"key": key.as_dict(), "arrays": specs, "meta": meta, "strings": strings_spec, "data_size": offset}
+    body = json.dumps(header, separators=(",", ":")).encode()
+    start = _pad(_PREFIX.size + len(body))
+    chunks = [_PREFIX.pack(MAGIC, FORMAT, _crc32(body), len(body)), body, b"\0" * (start - _PREFIX.size - len(body))]
+    for arr in payload.values():
+        chunks += [memoryview(arr).cast("B"), b"\0" * (_pad(arr.nbytes) - arr.nbytes)]
+    return chunks
 
 
 def _pad(n: int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any, Sequence
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     summarize.add_argument("--dask", metavar="ADDR", help="build on this Dask scheduler (tcp://host:8786) instead; "
                                                           "its workers must reach the files (shared folder or URL)")
     summarize.add_argument("--cache-dir", help="cache folder (default: $TB_PROFILER_CACHE_DIR or ~/.cache/tb_profiler)")
+    summarize.add_argument("--summaries", metavar="DIR_OR_URL",
+                           help="keep the summaries in this folder or fsspec URL (s3://, gs://, ...) instead of "
+                                "the cache folder; Dask workers write there themselves")
     summarize.add_argument("--json", action="store_true", help="print JSON")
     summarize.set_defaults(func=cmd_summarize)
 
@@ -88,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
                                                 "(default $TB_PROFILER_JOBS or the CPUs available)")
     serve.add_argument("--dask", metavar="ADDR", help="build those summaries on this Dask scheduler "
                                                       "(tcp://host:8786; default $TB_PROFILER_DASK)")
+    serve.add_argument("--summaries", metavar="DIR_OR_URL", help="read and keep those summaries in this folder or "
+                                                                 "fsspec URL (default $TB_PROFILER_SUMMARIES, else "
+                                                                 "the cache folder)")
     serve.add_argument("--source-root", action="append", default=[], metavar="DIR",
                        help="a folder to find the Python files of stack frames under, for jump to source "
                             "(repeatable; also $TB_PROFILER_SOURCE_ROOTS, os.pathsep-separated)")
@@ -410,11 +417,12 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
     try:
         outcomes = summarize_files([f.path for f in files.values()], jobs=args.jobs, dask=args.dask,
-                                   cache_dir=args.cache_dir, workers=list(files), progress=progress)
+                                   cache_dir=args.cache_dir, workers=list(files), progress=progress,
+                                   summaries=args.summaries)
     except (ImportError, OSError) as exc:  # no dask installed, no scheduler at that address
         _error(f"--dask {args.dask}: {exc}")
         return EXIT_BAD_INPUT
-    rows = [_summary_row(w, f.path, o, args.cache_dir) for (w, f), o in zip(files.items(), outcomes)]
+    rows = [_summary_row(w, f.path, o, args.cache_dir, args.summaries) for (w, f), o in zip(files.items(), outcomes)]
     doc = {"run": run.name, "path": run.path, "span": args.span, "seconds": round(time.perf_counter() - start, 3),
            "files": rows}
     if args.json:
@@ -427,21 +435,34 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if any(r["error"] for r in rows) else EXIT_OK
 
 
-def _summary_row(worker: str, path: str, outcome: Any, cache_dir: str | None) -> dict:
+def _summary_row(worker: str, path: str, outcome: Any, cache_dir: str | None, summaries: str | None) -> dict:
     """One file's line of `tb-profiler summarize`: what its summary says, or its error."""
-    import os
-
     from tb_profiler.summary.store import summary_path
 
     if isinstance(outcome, Exception):
         return {"worker": worker, "path": path, "error": str(outcome)}
-    stored = summary_path(outcome.source, cache_dir)
+    stored = summary_path(outcome.source, cache_dir, summaries)
     steps = outcome.steps["dur_ns"]
     return {"worker": worker, "path": path, "rank": outcome.rank, "steps": len(steps),
             "step_time_avg_ns": round(float(steps.mean())) if len(steps) else None,
             "collectives": len(outcome.collectives), "measured_on": outcome.measured_on,
-            "summary_bytes": os.path.getsize(stored) if os.path.exists(stored) else None,
+            "summary_bytes": _stored_bytes(stored),
             "build_seconds": round(outcome.seconds, 3), "error": None}
+
+
+def _stored_bytes(path: str) -> int | None:
+    """The size of a stored summary (local or at a URL), None when it is not there."""
+    from tb_profiler.io.read import is_url
+
+    try:
+        if is_url(path):
+            import fsspec
+
+            fs, inner = fsspec.core.url_to_fs(path)
+            return int(fs.size(inner))
+        return os.path.getsize(path)
+    except (OSError, ValueError, ImportError):
+        return None
 
 
 def _print_summarized(doc: dict) -> None:
@@ -506,8 +527,6 @@ def _print_diff(doc: dict, top: int) -> None:
 
 # -- serve ----------------------------------------------------------------------------
 def cmd_serve(args: argparse.Namespace) -> int:
-    import os
-
     from tb_profiler.io.read import is_url
     from tb_profiler.plugin.serve import serve
 
@@ -527,7 +546,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         serve(args.logdir, host=args.host, port=args.port, memory_mb=args.memory_mb,
               reload_s=args.reload_interval, threads=args.threads, cache_dir=args.cache_dir,
-              source_roots=args.source_root, jobs=args.jobs, dask=args.dask)
+              source_roots=args.source_root, jobs=args.jobs, dask=args.dask, summaries=args.summaries)
     except OSError as exc:  # port in use, address not available
         _error(f"cannot serve on {args.host}:{args.port}: {exc.strerror or exc}")
         return EXIT_BAD_INPUT

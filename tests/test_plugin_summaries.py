@@ -425,6 +425,20 @@ def test_trace_ranks_aligns_a_shifted_clock_and_is_bounded(sample_logdir, tmp_pa
     assert [w["rank"] for w in default["workers"]] == order[:4]
 
 
+def test_summaries_folder_setting(many, tmp_path, serve, monkeypatch):
+    """serve --summaries / $TB_PROFILER_SUMMARIES: the run's summaries are kept in that
+    folder (here a URL, read and written through fsspec), not in the cache folder."""
+    shared = tmp_path / "shared"
+    monkeypatch.setenv("TB_PROFILER_SUMMARIES", f"local://{shared}")
+    _app, c = serve(many, cache_dir=str(tmp_path / "cache"))
+    assert len(settle(c, "distributed/overlap?run=r16")["ranks"]) == 16
+    assert len(list(shared.glob("*.tbpc"))) == 16
+    assert not (tmp_path / "cache" / "summaries").exists()
+    _app, c = serve(many, cache_dir=str(tmp_path / "cache2"), summaries=f"local://{shared}")
+    monkeypatch.setattr(pool_mod, "summarize_files", lambda *a, **k: pytest.fail("a stored summary was built"))
+    assert len(settle(c, "distributed/overlap?run=r16")["ranks"]) == 16
+
+
 def test_jobs_and_dask_settings(tmp_path, many, serve, monkeypatch):
     monkeypatch.setenv("TB_PROFILER_JOBS", "3")
     monkeypatch.setenv("TB_PROFILER_DASK", "tcp://127.0.0.1:1")

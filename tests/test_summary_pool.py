@@ -92,6 +92,59 @@ def test_dask_local_cluster_gives_the_local_pool_summaries(gloo_files, tmp_path,
         assert_same_summary(a, b)
 
 
+def _url(folder) -> str:
+    """A folder as an fsspec URL (local:// goes through fsspec, as s3:// or gs:// would)."""
+    return f"local://{folder}"
+
+
+def _entries(folder) -> list:
+    return sorted(p.name for p in folder.glob("*.tbpc")) if folder.exists() else []
+
+
+def test_summaries_kept_in_a_folder_given_by_url(gloo_files, tmp_path, monkeypatch):
+    """--summaries URL: the summaries are written to and read from that folder through
+    fsspec, not to the cache folder; a second pass builds nothing."""
+    shared = tmp_path / "shared"
+    first = summarize_files(gloo_files, jobs=2, cache_dir=tmp_path / "cache", summaries=_url(shared))
+    assert len(_entries(shared)) == len(gloo_files) and not _entries(tmp_path / "cache" / "summaries")
+    _no_build_here(monkeypatch)
+    again = summarize_files(gloo_files, jobs=1, cache_dir=tmp_path / "other", summaries=_url(shared))
+    for a, b in zip(first, again):
+        assert_same_summary(a, b)
+    runs = tb_profiler.summarize(sample_dir(gloo_files), span=1, jobs=1, summaries=_url(shared))
+    assert [s.worker for s in runs] == ["rank0", "rank1"]
+
+
+def test_summaries_folder_unreachable_still_gives_the_summaries(gloo_files, tmp_path):
+    from tb_profiler.cache import CacheWarning
+
+    with pytest.warns(CacheWarning, match="nosuchproto://"):
+        out = summarize_files(gloo_files[:1], jobs=1, cache_dir=tmp_path, summaries="nosuchproto://bucket/sums")
+    assert isinstance(out[0], TraceSummary) and not out[0].collectives.empty
+
+
+def test_dask_workers_write_to_the_shared_summaries_folder(gloo_files, tmp_path, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    local = summarize_files(gloo_files, jobs=1, cache_dir=tmp_path / "local")
+    shared = tmp_path / "shared"
+    _no_build_here(monkeypatch)
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = summarize_files(gloo_files, dask=client, cache_dir=tmp_path / "here", summaries=_url(shared))
+        assert len(_entries(shared)) == len(gloo_files)  # written by the workers
+        again = summarize_files(gloo_files, dask=client, cache_dir=tmp_path / "here", summaries=_url(shared))
+    assert not _entries(tmp_path / "here" / "summaries")  # nothing stored by the caller
+    for a, b, c in zip(local, remote, again):
+        assert_same_summary(a, b)
+        assert_same_summary(a, c)
+
+
+def sample_dir(files: list[str]) -> str:
+    import os
+
+    return os.path.dirname(files[0])
+
+
 def test_summarize_and_run_summaries(sample_logdir, tmp_path):
     run_dir = tmp_path / "ddp_gloo"
     shutil.copytree(sample_logdir / "ddp_gloo", run_dir)
@@ -122,6 +175,10 @@ def test_cli_summarize_prints_progress_and_a_table(sample_logdir, tmp_path, caps
     assert all(0 < f["summary_bytes"] < 50_000 for f in doc["files"])
     assert main(["summarize", run, "--span", "9", "--cache-dir", str(tmp_path)]) == 1
     assert "has no span 9" in capsys.readouterr().err
+    shared = tmp_path / "shared"
+    assert main(["summarize", run, "--json", "--jobs", "1", "--summaries", _url(shared)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(0 < f["summary_bytes"] < 50_000 for f in doc["files"]) and len(_entries(shared)) == 2
 
 
 def test_facts_named_by_the_comparison_exist():

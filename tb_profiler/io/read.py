@@ -129,7 +129,8 @@ def is_url(path_or_url: str | os.PathLike) -> bool:
     return isinstance(s, str) and "://" in s and not s.startswith("file://")
 
 
-def _local(path_or_url: str | os.PathLike) -> str:
+def local_path(path_or_url: str | os.PathLike) -> str:
+    """The local path a path or file:// URL names."""
     s = os.fspath(path_or_url)
     if isinstance(s, bytes):
         s = os.fsdecode(s)
@@ -140,7 +141,7 @@ def source_id(path_or_url: str | os.PathLike) -> str:
     """A stable identity for a trace: the absolute local path, or the URL as given."""
     if is_url(path_or_url):
         return os.fspath(path_or_url)
-    return os.path.abspath(_local(path_or_url))
+    return os.path.abspath(local_path(path_or_url))
 
 
 def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = None) -> np.ndarray:
@@ -210,7 +211,7 @@ def _check_plain_head(buf: np.ndarray, n: int, source: str, whole: bool) -> None
 def _read_all(path_or_url: str | os.PathLike, source: str, limit: int, over: str) -> np.ndarray:
     """All bytes of the file (at most ``limit``), read into a buffer of the file's size."""
     if not is_url(path_or_url):
-        with open_regular(_local(path_or_url)) as f:
+        with open_regular(local_path(path_or_url)) as f:
             size = os.fstat(f.fileno()).st_size
             _check_size(size, limit, source, over)
             return _readinto_all(f, size, source)
@@ -389,7 +390,7 @@ def read_head(path_or_url: str | os.PathLike, n: int) -> bytes:
 
         with fsspec.open(os.fspath(path_or_url), "rb") as f:
             return _head_of(f, n)
-    with open_regular(_local(path_or_url)) as f:
+    with open_regular(local_path(path_or_url)) as f:
         return _head_of(f, n)
 
 
@@ -417,7 +418,7 @@ def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:
     Raises OSError (FileNotFoundError, ...) like os.stat.
     """
     if not is_url(path_or_url):
-        st = os.stat(_local(path_or_url))
+        st = os.stat(local_path(path_or_url))
         return int(st.st_size), int(st.st_mtime_ns)
     import fsspec
 

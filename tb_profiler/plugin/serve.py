@@ -15,17 +15,19 @@ from tb_profiler.plugin.state import ProfilerState
 
 def make_app(logdir: str, *, memory_mb: int | None = None, reload_s: float | None = None,
              threads: int | None = None, cache_dir: str | None = None, source_roots: Sequence[str] = (),
-             jobs: int | None = None, dask: str | None = None, start: bool = True) -> ProfilerApp:
+             jobs: int | None = None, dask: str | None = None, summaries: str | None = None,
+             start: bool = True) -> ProfilerApp:
     """The app for ``logdir``; ``source_roots``: folders to find stack frames' files under
     (after the roots a trace records, before the folders above it; analysis/sources.py);
     ``jobs`` / ``dask``: where the summaries of runs of several workers are built
     (processes here, or a Dask scheduler's address; default $TB_PROFILER_JOBS or the CPUs,
-    $TB_PROFILER_DASK)."""
+    $TB_PROFILER_DASK); ``summaries``: a folder or URL to keep them in instead of the cache
+    folder (default $TB_PROFILER_SUMMARIES)."""
     from tb_profiler.analysis.sources import set_user_roots
 
     set_user_roots(source_roots)
     state = ProfilerState(logdir, memory_bytes=(memory_mb << 20) if memory_mb else None, reload_s=reload_s,
-                          threads=threads, cache_dir=cache_dir, jobs=jobs, dask=dask)
+                          threads=threads, cache_dir=cache_dir, jobs=jobs, dask=dask, summaries=summaries)
     if start:
         state.start()
     return ProfilerApp(state, standalone=True)

@@ -160,7 +160,7 @@ class ProfilerState:
 
     def __init__(self, logdir: str, *, memory_bytes: int | None = None, reload_s: float | None = None,
                  threads: int | None = None, cache: bool = True, cache_dir: str | None = None,
-                 jobs: int | None = None, dask: str | None = None):
+                 jobs: int | None = None, dask: str | None = None, summaries: str | None = None):
         self.logdir = os.fspath(logdir)
         self.memory_bytes = int(memory_bytes if memory_bytes is not None else
                                 env_number("TB_PROFILER_MEMORY_MB", DEFAULT_MEMORY_MB, 16, 1 << 22) * (1 << 20))
@@ -172,6 +172,7 @@ class ProfilerState:
         self.cache_dir = cache_dir
         self.jobs = int(jobs if jobs is not None else env_number("TB_PROFILER_JOBS", _cpus(), 1, 1024))
         self.dask = dask if dask is not None else (os.environ.get("TB_PROFILER_DASK") or None)
+        self.summaries = summaries if summaries is not None else (os.environ.get("TB_PROFILER_SUMMARIES") or None)
         self._lock = threading.RLock()
         self._entries: dict[str, FileEntry] = {}
         self._root = self.logdir                    # the logdir as discovery spells it
@@ -485,7 +486,7 @@ class ProfilerState:
 
         def stored(e: FileEntry):
             try:
-                return stored_summary(e.path, cache_dir=self.cache_dir, worker=e.worker)
+                return stored_summary(e.path, cache_dir=self.cache_dir, worker=e.worker, summaries=self.summaries)
             except (OSError, ValueError):  # building it names the problem
                 return None
 
@@ -505,7 +506,7 @@ class ProfilerState:
         dask = self.dask if time.monotonic() >= self._dask_retry_at else None
         try:
             outcomes = summarize_files(paths, jobs=self.jobs, dask=dask, cache_dir=self.cache_dir,
-                                       workers=workers, progress=progress, columns=False)
+                                       workers=workers, progress=progress, columns=False, summaries=self.summaries)
         except Exception as exc:  # Dask unreachable or not installed: the local pool does it
             if dask is None:
                 raise
@@ -513,7 +514,7 @@ class ProfilerState:
                            dask, exc, DASK_RETRY_S)
             self._dask_retry_at = time.monotonic() + DASK_RETRY_S  # not a connect timeout per chunk
             outcomes = summarize_files(paths, jobs=self.jobs, cache_dir=self.cache_dir, workers=workers,
-                                       progress=progress, columns=False)
+                                       progress=progress, columns=False, summaries=self.summaries)
         self._finish(todo, outcomes)
 
     def _finish(self, entries: list[FileEntry], outcomes: list) -> None:

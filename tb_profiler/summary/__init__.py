@@ -24,14 +24,15 @@ __all__ = ["SUMMARY_VERSION", "SummaryWarning", "TraceSummary", "summarize", "su
 
 
 def summarize(run_path: str | os.PathLike, *, span: int | None = None, jobs: int | None = None, dask=None,
-              cache_dir: str | os.PathLike | None = None) -> list[TraceSummary]:
+              cache_dir: str | os.PathLike | None = None,
+              summaries: str | os.PathLike | None = None) -> list[TraceSummary]:
     """The summaries of every worker's trace of one span of a run folder (local or URL).
 
-    span: 1-based span index (default: each worker's latest).  jobs, dask, cache_dir: as
-    ``summarize_files``.  A file that cannot be summarized is left out with a
+    span: 1-based span index (default: each worker's latest).  jobs, dask, cache_dir,
+    summaries: as ``summarize_files``.  A file that cannot be summarized is left out with a
     SummaryWarning naming it and why.  Raises FileNotFoundError / ValueError as
     ``tb_profiler.load_run`` does for a folder without traces or with several runs.
     """
     from tb_profiler.trace.run import load_run
 
-    return load_run(run_path, cache_dir=cache_dir).summaries(span, jobs=jobs, dask=dask)
+    return load_run(run_path, cache_dir=cache_dir, summaries=summaries).summaries(span, jobs=jobs, dask=dask)

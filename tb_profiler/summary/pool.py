@@ -42,7 +42,8 @@ def available_cpus() -> int:
 
 def summarize_files(paths: Iterable[str | os.PathLike], *, jobs: int | None = None, dask=None,
                     cache_dir: str | os.PathLike | None = None, workers: Sequence[str | None] | None = None,
-                    progress: Progress | None = None, columns: bool = True) -> list[Outcome]:
+                    progress: Progress | None = None, columns: bool = True,
+                    summaries: str | os.PathLike | None = None) -> list[Outcome]:
     """The summary of each file, in the order given (its exception where it failed).
 
     Stored summaries whose key matches are read, not rebuilt.  The others are built by
@@ -52,28 +53,31 @@ def summarize_files(paths: Iterable[str | os.PathLike], *, jobs: int | None = No
     workers: the worker name of each file (default: from its file name).
     progress(done_files, total_files, path) is called as each file finishes.
     columns: also keep each built trace's decoded columns in the cache (``summary_for``).
+    summaries: a folder (path or fsspec URL: s3://, gs://, ...) to keep the summaries in
+    instead of the cache folder; Dask workers read and write it themselves.
     """
     paths = [os.fspath(p) for p in paths]
     names = list(workers) if workers is not None else [None] * len(paths)
     if len(names) != len(paths):
         raise ValueError(f"{len(names)} worker names for {len(paths)} files")
-    results: list[Outcome | None] = [_stored(p, w, cache_dir) for p, w in zip(paths, names)]
+    store = (cache_dir, summaries)
+    results: list[Outcome | None] = [_stored(p, w, store) for p, w in zip(paths, names)]
     done = 0
     for i, r in enumerate(results):  # progress for what was already there
         if r is not None:
             done += 1
             _report(progress, done, len(paths), paths[i])
     todo = [i for i, r in enumerate(results) if r is None]
-    for i, outcome in _build(paths, names, todo, jobs, dask, cache_dir, columns):
+    for i, outcome in _build(paths, names, todo, jobs, dask, store, columns):
         results[i] = outcome
         done += 1
         _report(progress, done, len(paths), paths[i])
     return results  # type: ignore[return-value]
 
 
-def _stored(path: str, worker: str | None, cache_dir) -> TraceSummary | None:
+def _stored(path: str, worker: str | None, store: tuple) -> TraceSummary | None:
     try:
-        return stored_summary(path, cache_dir=cache_dir, worker=worker)
+        return stored_summary(path, cache_dir=store[0], worker=worker, summaries=store[1])
     except (OSError, ValueError):  # building it names the problem
         return None
 
@@ -83,22 +87,22 @@ def _report(progress: Progress | None, done: int, total: int, path: str) -> None
         progress(done, total, path)
 
 
-def _build(paths, names, todo, jobs, dask, cache_dir, columns: bool) -> Iterator[tuple[int, Outcome]]:
-    """(index, outcome) of each file of todo, as each finishes."""
+def _build(paths, names, todo, jobs, dask, store: tuple, columns: bool) -> Iterator[tuple[int, Outcome]]:
+    """(index, outcome) of each file of todo, as each finishes; store: (cache_dir, summaries)."""
     if not todo:
         return iter(())
     if dask is not None:
-        return _on_dask(dask, paths, names, todo, cache_dir)
+        return _on_dask(dask, paths, names, todo, store)
     jobs = min(jobs or available_cpus(), len(todo))
     if jobs <= 1:
-        return ((i, _one(paths[i], names[i], cache_dir, columns)) for i in todo)
-    return _on_pool(paths, names, todo, jobs, cache_dir, columns)
+        return ((i, _one(paths[i], names[i], store, columns)) for i in todo)
+    return _on_pool(paths, names, todo, jobs, store, columns)
 
 
-def _one(path: str, worker: str | None, cache_dir, columns: bool = True) -> Outcome:
+def _one(path: str, worker: str | None, store: tuple, columns: bool = True) -> Outcome:
     """One file's summary, or its exception (what a pool process runs)."""
     try:
-        return summary_for(path, cache_dir=cache_dir, worker=worker, columns=columns)
+        return summary_for(path, cache_dir=store[0], worker=worker, columns=columns, summaries=store[1])
     except Exception as exc:  # noqa: BLE001 - one bad file must not cost the others
         return exc
 
@@ -115,11 +119,11 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _on_pool(paths, names, todo, jobs: int, cache_dir, columns: bool) -> Iterator[tuple[int, Outcome]]:
+def _on_pool(paths, names, todo, jobs: int, store: tuple, columns: bool) -> Iterator[tuple[int, Outcome]]:
     ctx = _context()
     lost = []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(_one, paths[i], names[i], cache_dir, columns): i for i in todo}
+        futures = {pool.submit(_one, paths[i], names[i], store, columns): i for i in todo}
         for fut in as_completed(futures):
             try:
                 yield futures[fut], fut.result()
@@ -128,32 +132,38 @@ def _on_pool(paths, names, todo, jobs: int, cache_dir, columns: bool) -> Iterato
             except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
                 yield futures[fut], exc
     for i in sorted(lost):  # only after a crash: one process per file finds the culprit
-        yield i, _alone(paths[i], names[i], cache_dir, columns, ctx)
+        yield i, _alone(paths[i], names[i], store, columns, ctx)
 
 
-def _alone(path: str, worker: str | None, cache_dir, columns: bool, ctx) -> Outcome:
+def _alone(path: str, worker: str | None, store: tuple, columns: bool, ctx) -> Outcome:
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         try:
-            return pool.submit(_one, path, worker, cache_dir, columns).result()
+            return pool.submit(_one, path, worker, store, columns).result()
         except BrokenProcessPool:
             return BrokenProcessPool(f"{path}: the process summarizing it died (out of memory, or a crash)")
 
 
 # -- Dask -------------------------------------------------------------------------------------
 
-def _remote(path: str, worker: str | None) -> TraceSummary:
-    """What a Dask worker runs: read the file where it lives, build, send the summary back
-    (nothing cached on the worker: the summary is stored by the caller)."""
+def _remote(path: str, worker: str | None, summaries: str | None) -> TraceSummary:
+    """What a Dask worker runs: read the file where it lives, build, send the summary back.
+    With a summaries folder (a URL every worker reaches) the worker reads a stored summary
+    from it and writes the one it builds there; else nothing is kept on the worker (the
+    caller stores the summary).  The trace's columns are never cached on a worker."""
+    if summaries:
+        return summary_for(path, worker=worker, columns=False, summaries=summaries)
     return summary_for(path, cache=False, worker=worker)
 
 
-def _on_dask(dask, paths, names, todo, cache_dir) -> Iterator[tuple[int, Outcome]]:
+def _on_dask(dask, paths, names, todo, store: tuple) -> Iterator[tuple[int, Outcome]]:
     from distributed import Client
     from distributed import as_completed as dask_completed
 
     client = dask if isinstance(dask, Client) else Client(dask)
     try:
-        futures = [client.submit(_remote, paths[i], names[i], pure=False) for i in todo]
+        cache_dir, summaries = store
+        shared = os.fspath(summaries) if summaries else None
+        futures = [client.submit(_remote, paths[i], names[i], shared, pure=False) for i in todo]
         where = {f.key: i for f, i in zip(futures, todo)}
         for fut in dask_completed(futures):
             i = where[fut.key]
@@ -162,7 +172,7 @@ def _on_dask(dask, paths, names, todo, cache_dir) -> Iterator[tuple[int, Outcome
             except Exception as exc:  # noqa: BLE001 - the worker's exception, re-raised here
                 yield i, exc
                 continue
-            if summary.size >= 0:
+            if summary.size >= 0 and not shared:  # else the worker stored it in the shared folder
                 write_summary(summary, summary_key(source_id(paths[i]), summary.size, summary.mtime), cache_dir)
             yield i, summary
     finally:

@@ -19,11 +19,12 @@ class Run:
     """The trace files of one run folder; traces load on first use and are kept."""
 
     def __init__(self, info: RunInfo, skipped: list[SkippedFile] | None = None, *, cache: bool = True,
-                 cache_dir: str | os.PathLike | None = None):
+                 cache_dir: str | os.PathLike | None = None, summaries: str | os.PathLike | None = None):
         self.info = info
         self.skipped = list(skipped or [])
         self._cache = cache
         self._cache_dir = cache_dir
+        self._summaries_dir = summaries
         self._traces: dict[str, Trace] = {}
         self._summaries: dict[int | None, list] = {}
 
@@ -133,7 +134,8 @@ class Run:
 
         if self._cache:
             outcomes = summarize_files([f.path for f in files.values()], jobs=jobs, dask=dask,
-                                       cache_dir=self._cache_dir, workers=list(files), progress=progress)
+                                       cache_dir=self._cache_dir, workers=list(files), progress=progress,
+                                       summaries=self._summaries_dir)
         else:  # nothing on disk: summarize the loaded traces
             outcomes = [summarize_trace(self._load(f), worker=w) for w, f in files.items()]
         return [o if isinstance(o, Exception) else o.relabel(span=f.index) for o, f in zip(outcomes, files.values())]
@@ -148,10 +150,11 @@ class Run:
         return f"<Run {self.name}: {len(self.info.workers)} worker(s), {spans} trace file(s)>"
 
 
-def load_run(dir_or_url: str | os.PathLike, *, cache: bool = True,
-             cache_dir: str | os.PathLike | None = None) -> Run:
+def load_run(dir_or_url: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
+             summaries: str | os.PathLike | None = None) -> Run:
     """The run in a folder (local or fsspec URL) holding trace files (see io.discovery:
     ``*.pt.trace.json[.gz]``, and any ``*.json[.gz]`` whose head is a Kineto trace).
+    summaries: a folder or URL keeping its summaries (default: the cache folder's).
 
     Raises FileNotFoundError when it holds no trace files, and ValueError when it holds
     several runs (subfolders), naming them so the caller can pick one.
@@ -164,4 +167,4 @@ def load_run(dir_or_url: str | os.PathLike, *, cache: bool = True,
     if len(found.runs) > 1:
         names = ", ".join(r.name for r in found.runs)
         raise ValueError(f"{dir_or_url} holds {len(found.runs)} runs ({names}); load one of those folders")
-    return Run(found.runs[0], found.skipped, cache=cache, cache_dir=cache_dir)
+    return Run(found.runs[0], found.skipped, cache=cache, cache_dir=cache_dir, summaries=summaries)
