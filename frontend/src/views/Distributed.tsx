@@ -14,6 +14,7 @@ import { Chart, TOOLTIP_BASE, axisTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Select, Tabs } from "../components/common";
 import { fmtBytes, fmtDuration } from "../util/format";
+import { timeCols } from "./distributed/columns";
 import { rankRanges } from "./distributed/data";
 import { fmtGBps, InstancesTable, MatrixSection } from "./distributed/Instances";
 import { RanksSection } from "./distributed/Ranks";
@@ -87,20 +88,13 @@ export function joinFigures(overlap: OverlapRow[], wait: WaitRow[]): FigureRow[]
 }
 
 export function figureCols(perStep: boolean, unit: string): Col<FigureRow>[] {
-  const each = ` (${unit})`;
   return [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
     { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true },
     perStep
       ? { id: "step", header: "Step", value: (r) => r.step ?? null, kind: "count" }
       : { id: "steps", header: "Steps", value: (r) => r.steps ?? null, kind: "count" },
-    { id: "step_ns", header: "Step time", value: (r) => r.step_ns, kind: "us", title: "Step time" + each },
-    { id: "computation_ns", header: "Computation", value: (r) => r.computation_ns, kind: "us", title: "Includes the time overlapped with communication" + each },
-    { id: "communication_ns", header: "Communication", value: (r) => r.communication_ns, kind: "us", title: "All communication time, overlapped with computation or not" + each },
-    { id: "overlap_ns", header: "Overlap", value: (r) => r.overlap_ns, kind: "us", title: "Computation and communication at the same time; – when they are timed on different clocks (device and host)" + each },
-    { id: "other_ns", header: "Other", value: (r) => r.other_ns, kind: "us", title: "Neither computation nor communication" + each },
-    { id: "wait_ns", header: "Waiting", value: (r) => r.wait_ns, kind: "us", title: "Communication spent waiting for the slowest rank" + each },
-    { id: "transfer_ns", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: "Communication spent transferring data" + each },
+    ...timeCols<FigureRow>(` (${unit})`),
   ];
 }
 

@@ -13,10 +13,11 @@ import type { EventDetailReply, MemoryCurveReply, SearchMatch, SearchReply, Time
 import { Empty, ErrorBox, Notes, Progress, Tabs } from "../components/common";
 import { setState } from "../state/store";
 import { Timeline, type Counter, type FlowLink } from "../timeline/Timeline";
-import { binPoints, fitRange, isWellVisible, jumpWindow } from "../timeline/coords";
+import { fitRange, isWellVisible, jumpWindow } from "../timeline/coords";
 import { fmtBytes, fmtCount, fmtDuration } from "../util/format";
 import { useTimelineWindow } from "./trace/useWindow";
 import { TraceRanksView } from "./trace/Ranks";
+import { windowCounters } from "./trace/counters";
 import { Details, selectionFlows } from "./trace/Details";
 
 export { selectionFlows };
@@ -149,16 +150,8 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
 
   // device utilization (from the window's reply) above the memory counters
   const [showUtil, setShowUtil] = useState(true);
-  const utilCounters = useMemo<Counter[]>(() => {
-    if (!showUtil || !data?.counters) return [];
-    return data.counters.map((c) => ({
-      name: c.name,
-      kind: c.kind,
-      max: c.kind === "utilization" ? 1 : undefined,
-      points: binPoints(c.start_ns, c.end_ns, c.values),
-      format: (v: number) => (c.kind === "utilization" ? `${(v * 100).toFixed(1)}%` : String(v)),
-    }));
-  }, [data?.counters, showUtil]);
+  const utilCounters = useMemo<Counter[]>(() => (showUtil ? windowCounters(data?.counters) : []),
+    [data?.counters, showUtil]);
   const allCounters = useMemo(() => [...utilCounters, ...counters], [utilCounters, counters]);
 
   if (error && !data) return <ErrorBox error={error} />;

@@ -10,6 +10,7 @@ import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Notes, Tabs } from "../../components/common";
 import { fmtCount } from "../../util/format";
 import { barsHeight, rankBarsOption, stepHeatmapOption, type BarMode } from "./charts";
+import { timeCols } from "./columns";
 import { clockNote, fitCount, METHOD_WORDS, orderRanks, outliers, stepHeatmap } from "./data";
 
 /** Pixels per rank in the heatmap's window. */
@@ -19,18 +20,11 @@ const ROW_PX = 14;
 export const TOP_N = 40;
 
 export function rankCols(): Col<RankRow>[] {
-  const per = " (mean per step)";
   return [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
     { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true, render: (r) => <bdi>{r.worker}</bdi> },
     { id: "steps", header: "Steps", value: (r) => r.steps, kind: "count" },
-    { id: "step_ns", header: "Step time", value: (r) => r.step_ns, kind: "us", title: "Step time" + per },
-    { id: "computation_ns", header: "Computation", value: (r) => r.computation_ns, kind: "us", title: "Includes the time overlapped with communication" + per },
-    { id: "communication_ns", header: "Communication", value: (r) => r.communication_ns, kind: "us", title: "All communication time" + per },
-    { id: "overlap_ns", header: "Overlap", value: (r) => r.overlap_ns, kind: "us", title: "Computation and communication at once; – when timed on different clocks" + per },
-    { id: "other_ns", header: "Other", value: (r) => r.other_ns, kind: "us", title: "Neither computation nor communication" + per },
-    { id: "wait_ns", header: "Waiting", value: (r) => r.wait_ns, kind: "us", title: "Communication spent waiting for the slowest rank" + per },
-    { id: "transfer_ns", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: "Communication spent transferring data" + per },
+    ...timeCols<RankRow>(" (mean per step)"),
     { id: "clock_offset_ns", header: "Clock shift", value: (r) => r.clock_offset_ns, kind: "delta_us", title: "The shift applied to this rank's times to put every rank on one time axis" },
     { id: "clock_method", header: "Clock method", value: (r) => r.clock_method, nowrap: true, title: "How the shift was found: collectives (the smallest shift that keeps every matched collective in time across ranks), baseTimeNanoseconds, none" },
     { id: "outlier", header: "Outlier", value: (r) => (r.outlier ? r.outlier_reason ?? "yes" : ""), width: 360, title: "Why the rank stands out" },

@@ -10,9 +10,10 @@ import type { DistRanksReply, EventDetailReply, RanksTimelineReply, RankAlignmen
 import { Empty, ErrorBox, Loaded, Notes, Progress } from "../../components/common";
 import { setState } from "../../state/store";
 import { Timeline, type Counter, type FlowLink } from "../../timeline/Timeline";
-import { binPoints, fitRange, type Range, type Viewport } from "../../timeline/coords";
+import { fitRange, type Range, type Viewport } from "../../timeline/coords";
 import { fmtCount, fmtDeltaDuration, fmtDuration } from "../../util/format";
 import { METHOD_WORDS, orderRanks } from "../distributed/data";
+import { windowCounters } from "./counters";
 import { Details, selectionFlows } from "./Details";
 import { detailsOnAxis, splitId, withGlobalIds } from "./merge";
 import { parseRanks, RankPicker } from "./RankPicker";
@@ -81,16 +82,8 @@ function RanksTimeline({ d, st, sel, dark, modeToggle }: Omit<ViewProps, "sel"> 
   const details = useMemo(() => (raw.data && data && sel0 ? detailsOnAxis(raw.data, sel0.k, data) : null), [raw.data, data, sel0?.k]); // eslint-disable-line react-hooks/exhaustive-deps
   const [reveal, setReveal] = useState<{ track: number; depth: number; nonce: number } | null>(null);
 
-  const counters = useMemo<Counter[]>(() => {
-    if (!showUtil || !data?.counters) return [];
-    return data.counters.map((c) => ({
-      name: c.name,
-      kind: c.kind,
-      max: c.kind === "utilization" ? 1 : undefined,
-      points: binPoints(c.start_ns, c.end_ns, c.values),
-      format: (v: number) => (c.kind === "utilization" ? `${(v * 100).toFixed(1)}%` : String(v)),
-    }));
-  }, [data?.counters, showUtil]);
+  const counters = useMemo<Counter[]>(() => (showUtil ? windowCounters(data?.counters) : []),
+    [data?.counters, showUtil]);
   const flows = useMemo<FlowLink[]>(() => {
     const mine = details && selected !== null && details.event.i === selected ? selectionFlows(details) : [];
     if (!showFlows || !merged) return mine;

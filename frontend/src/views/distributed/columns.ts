@@ -1,0 +1,21 @@
+// The columns the per-rank tables share (the Distributed view's figures table and the
+// Ranks section's table): one definition of each time figure's header and meaning.
+
+import type { RankRow } from "../../api/types";
+import type { Col } from "../../components/DataTable";
+
+type TimeFields = Pick<RankRow, "step_ns" | "computation_ns" | "communication_ns" | "overlap_ns" | "other_ns" | "wait_ns" | "transfer_ns">;
+
+/** The time columns of a rank (or rank and step) row, each title ending in `each`
+ * (" (total)", " (mean per step)"): shared by the figures table and the Ranks table. */
+export function timeCols<T extends TimeFields>(each: string): Col<T>[] {
+  return [
+    { id: "step_ns", header: "Step time", value: (r) => r.step_ns, kind: "us", title: "Step time" + each },
+    { id: "computation_ns", header: "Computation", value: (r) => r.computation_ns, kind: "us", title: "Includes the time overlapped with communication" + each },
+    { id: "communication_ns", header: "Communication", value: (r) => r.communication_ns, kind: "us", title: "All communication time, overlapped with computation or not" + each },
+    { id: "overlap_ns", header: "Overlap", value: (r) => r.overlap_ns, kind: "us", title: "Computation and communication at the same time; – when they are timed on different clocks (device and host)" + each },
+    { id: "other_ns", header: "Other", value: (r) => r.other_ns, kind: "us", title: "Neither computation nor communication" + each },
+    { id: "wait_ns", header: "Waiting", value: (r) => r.wait_ns, kind: "us", title: "Communication spent waiting for the slowest rank" + each },
+    { id: "transfer_ns", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: "Communication spent transferring data" + each },
+  ];
+}
