@@ -428,7 +428,7 @@ def test_trace_ranks_aligns_a_shifted_clock_and_is_bounded(sample_logdir, tmp_pa
 def test_summaries_folder_setting(many, tmp_path, serve, monkeypatch):
     """serve --summaries / $TB_PROFILER_SUMMARIES: the run's summaries are kept in that
     folder (here a URL, read and written through fsspec), not in the cache folder."""
-    shared = tmp_path / "shared"
+    shared = tmp_path / "sums"
     monkeypatch.setenv("TB_PROFILER_SUMMARIES", f"local://{shared}")
     _app, c = serve(many, cache_dir=str(tmp_path / "cache"))
     assert len(settle(c, "distributed/overlap?run=r16")["ranks"]) == 16

@@ -104,7 +104,7 @@ def _entries(folder) -> list:
 def test_summaries_kept_in_a_folder_given_by_url(gloo_files, tmp_path, monkeypatch):
     """--summaries URL: the summaries are written to and read from that folder through
     fsspec, not to the cache folder; a second pass builds nothing."""
-    shared = tmp_path / "shared"
+    shared = tmp_path / "sums"
     first = summarize_files(gloo_files, jobs=2, cache_dir=tmp_path / "cache", summaries=_url(shared))
     assert len(_entries(shared)) == len(gloo_files) and not _entries(tmp_path / "cache" / "summaries")
     _no_build_here(monkeypatch)
@@ -126,7 +126,7 @@ def test_summaries_folder_unreachable_still_gives_the_summaries(gloo_files, tmp_
 def test_dask_workers_write_to_the_shared_summaries_folder(gloo_files, tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     local = summarize_files(gloo_files, jobs=1, cache_dir=tmp_path / "local")
-    shared = tmp_path / "shared"
+    shared = tmp_path / "sums"
     _no_build_here(monkeypatch)
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
@@ -175,7 +175,7 @@ def test_cli_summarize_prints_progress_and_a_table(sample_logdir, tmp_path, caps
     assert all(0 < f["summary_bytes"] < 50_000 for f in doc["files"])
     assert main(["summarize", run, "--span", "9", "--cache-dir", str(tmp_path)]) == 1
     assert "has no span 9" in capsys.readouterr().err
-    shared = tmp_path / "shared"
+    shared = tmp_path / "sums"
     assert main(["summarize", run, "--json", "--jobs", "1", "--summaries", _url(shared)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert all(0 < f["summary_bytes"] < 50_000 for f in doc["files"]) and len(_entries(shared)) == 2
