@@ -28,7 +28,7 @@ from tb_profiler.trace.devices import (
 from tb_profiler.trace.metadata import ProcessInfo, parse_toplevel, step_number
 from tb_profiler.trace.roles import DEVICE_SIDE, DEVICE_WORK, Role, role_column, role_mask
 from tb_profiler.trace.strings import map_string_ids, resolve, used_ids
-from tb_profiler.trace.table import SparseStore, Table, json_loads_blob
+from tb_profiler.trace.table import SparseStore, Table
 
 _MEMORY_COLUMNS = {"addr": "addr", "bytes": "mem_bytes", "total_allocated": "total_allocated",
                    "total_reserved": "total_reserved", "device_type": "device_type", "device_id": "device_id"}
@@ -66,7 +66,7 @@ class Trace:
         for table in PHASES:
             prefix = table + "."
             cols = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
-            tables[table] = Table(table, cols, self.strings, self._store, self)
+            tables[table] = Table(table, cols, self.strings, self._store, state)
         self.events: Table = tables["events"]
         self.instants: Table = tables["instants"]
         self.counters: Table = tables["counters"]
@@ -85,9 +85,6 @@ class Trace:
         """The full args object of row i of a table (default: events), parsed on demand."""
         t = getattr(self, "meta_events" if table == "meta" else table) if isinstance(table, str) else table
         return t.args(i)
-
-    def _args_at(self, off: int, length: int) -> dict:
-        return json_loads_blob(self._state.args_blob, off, length)
 
     @property
     def args_blob(self):
@@ -194,7 +191,7 @@ class Trace:
         sub = inst.take(np.isin(inst["name"], ids), "memory_records")
         cols = {c: sub[c] for c in ("row", "ts", "pid", "tid", "pid_str", "tid_str", "args_off", "args_len")}
         cols.update({c: sub[src] for c, src in _MEMORY_COLUMNS.items()})
-        return Table("memory_records", cols, self.strings, self._store, self)
+        return Table("memory_records", cols, self.strings, self._store, self._state)
 
     # -- summaries ------------------------------------------------------------------
     @cached_property

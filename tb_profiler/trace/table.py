@@ -72,12 +72,15 @@ class Table:
     """
 
     def __init__(self, label: str, columns: dict[str, np.ndarray], strings: np.ndarray,
-                 store: SparseStore | None = None, trace=None):
+                 store: SparseStore | None = None, state=None):
         self.label = label
         self._cols = dict(columns)
         self.strings = strings
         self._store = store
-        self._trace = trace
+        # The trace's TraceState (its args text), never the Trace: a table pointing back at
+        # its Trace makes a cycle that keeps a freed trace's arrays alive until the cyclic
+        # GC runs (a process summarizing trace after trace grew by ~100 MB a file).
+        self._state = state
         self._inverse: np.ndarray | None = None
         n = {len(v) for v in self._cols.values()}
         if len(n) > 1:
@@ -151,13 +154,13 @@ class Table:
     def take(self, index, label: str | None = None) -> "Table":
         """A new table of the selected rows (boolean mask or integer positions)."""
         cols = {k: v[index] for k, v in self._cols.items()}
-        return Table(label or self.label, cols, self.strings, self._store, self._trace)
+        return Table(label or self.label, cols, self.strings, self._store, self._state)
 
     def args(self, i: int) -> dict:
         """The full args object of row i, parsed from its raw JSON text ({} if none)."""
-        if self._trace is None:
+        if self._state is None:
             raise ValueError("table not attached to a trace")
-        return self._trace._args_at(int(self["args_off"][i]), int(self["args_len"][i]))
+        return json_loads_blob(self._state.args_blob, int(self["args_off"][i]), int(self["args_len"][i]))
 
     def df(self, columns: Iterable[str] | None = None, strings: str = "category") -> "pd.DataFrame":
         """A pandas DataFrame of the table.
