@@ -20,6 +20,7 @@ import io
 import json
 import re
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlparse
@@ -433,3 +434,39 @@ def test_trace_ranks_mode_draws_the_chosen_ranks_on_one_axis(ranks_url, watch):
     expect(timeline).to_have_attribute("data-flows", re.compile(rf"(^| ){gid}>{bwd['i'] * MAX_WORKERS + k}( |$)"))
     shot(watch, "ranks-trace")
     assert_clean(watch)
+
+
+# -- bad input ------------------------------------------------------------------------------------
+def test_a_cut_off_rank_and_one_of_another_world_are_named_and_the_others_shown(tmp_path, watch):
+    """4 ranks of the 16-rank job, one cut off mid-file and one from a job of another world
+    size: the view opens, names both under Excluded with the server's reasons, and its
+    tables hold the two ranks that agree."""
+    run = tmp_path / "logdir" / "broken"
+    run.mkdir(parents=True)
+    for r in range(4):
+        doc = _rank_trace(r)
+        if r == 3:
+            doc["distributedInfo"]["world_size"] = 8
+        (run / f"rank{r}.{1000 + r}.pt.trace.json").write_text(json.dumps(doc))
+    cut = run / "rank2.1002.pt.trace.json"
+    cut.write_text(cut.read_text()[:3000])
+    with serving(tmp_path / "logdir", tmp_path / "cache") as base:
+        deadline = time.monotonic() + 60
+        while (status := get_json(f"{base}/{API}/distributed/overlap?run=broken"))[0] == 202:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        doc = status[1]
+        excluded = {x["worker"]: x["reason"] for x in doc["info"]["excluded"]}
+        assert set(excluded) == {"rank2", "rank3"} and cut.name in excluded["rank2"] and "world size" in excluded["rank3"]
+        assert sorted({r["rank"] for r in doc["ranks"]}) == [0, 1]
+        watch.open(f"{base}/{hash_state(view='Distributed', run='broken')}")
+        page = watch.page
+        items = page.locator("ul.excluded li")
+        expect(items).to_have_count(2)
+        expect(page.locator("button.badge.warn")).to_have_text("1 file skipped")  # the cut-off one, once
+        texts = items.all_inner_texts()
+        assert any("rank2" in t and cut.name in t for t in texts), texts
+        assert any("rank3" in t and "world size is 8" in t for t in texts), texts
+        expect(card(page, "Ranks").locator(".rank-bars")).to_have_attribute("data-order", re.compile(r"^[01],[01]$"))
+        shot(watch, "ranks-excluded")
+        assert_clean(watch)

@@ -46,13 +46,9 @@ function useTicker(ms: number | null): number {
 function StatusBadge({ status }: { status: StatusReply | null }) {
   const [open, setOpen] = useState(false);
   if (!status) return null;
-  const skipped = status.skipped ?? [];
-  const failed = status.runs.flatMap((r) =>
-    Object.entries(r.workers).flatMap(([w, files]) =>
-      files.filter((f) => f.state === "failed").map((f) => ({ path: `${r.name} / ${w} / span ${f.span ?? "?"}`, reason: f.error ?? "failed" })),
-    ),
-  );
-  const problems = [...skipped, ...failed];
+  // the server's list names every file that could not be used: found but unreadable, failed
+  // to load, or not summarized (each once)
+  const problems = status.skipped ?? [];
   const pct = status.total_bytes > 0 ? (100 * status.loaded_bytes) / status.total_bytes : null;
   return (
     <div className="status-area">
