@@ -92,6 +92,39 @@ def test_dask_local_cluster_gives_the_local_pool_summaries(gloo_files, tmp_path,
         assert_same_summary(a, b)
 
 
+def test_dask_gives_the_local_pool_summaries_of_a_64_rank_run(sample_logdir, tmp_path, monkeypatch):
+    """Issue 8's check at its own scale in ranks: 64 ranks (benchmarks/make_many_ranks.py
+    from the real gloo pair, at the sample's size, shifted clocks and ids) summarized by
+    the local pool of 2 processes and by a LocalCluster of 2 worker processes give the
+    same summaries, rank by rank, and the same cross-rank analysis."""
+    distributed = pytest.importorskip("distributed")
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from test_summary import assert_same_result
+
+    from tb_profiler.analysis.distributed import distributed_from_summaries
+
+    spec = importlib.util.spec_from_file_location(
+        "make_many_ranks", Path(__file__).resolve().parents[1] / "benchmarks" / "make_many_ranks.py")
+    mmr = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_many_ranks", mmr)
+    spec.loader.exec_module(mmr)
+    mmr.generate(tmp_path / "r64", 64, 0, source=sample_logdir / "ddp_gloo", jitter_us=5, seed=2)
+    files = sorted(str(p) for p in (tmp_path / "r64").glob("*.pt.trace.json"))
+    assert len(files) == 64
+    pool = summarize_files(files, jobs=2, cache_dir=tmp_path / "pool")
+    _no_build_here(monkeypatch)
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        dask = summarize_files(files, dask=client, cache_dir=tmp_path / "dask")
+    assert {s.rank for s in dask} == set(range(64))
+    for a, b in zip(pool, dask):
+        assert_same_summary(a, b)
+    assert_same_result(distributed_from_summaries(pool), distributed_from_summaries(dask))
+
+
 def _url(folder) -> str:
     """A folder as an fsspec URL (local:// goes through fsspec, as s3:// or gs:// would)."""
     return f"local://{folder}"
