@@ -32,7 +32,7 @@ from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launched_by_graph, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
-from tb_profiler.analysis.nesting import parents
+from tb_profiler.analysis.range_stats import track_nesting
 from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
@@ -78,10 +78,7 @@ def timeline_index(trace) -> TimelineIndex:
     end = ts + np.maximum(dur, 0)
     if not n:
         return TimelineIndex(np.zeros(0, np.int64), np.zeros(0, np.int64), end, [])
-    group, first = factorize(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
-    group = np.asarray(group, dtype=np.int64).reshape(-1)
-    first = np.asarray(first, dtype=np.int64).reshape(-1)
-    par = parents(group, ts, end)
+    group, first, par = track_nesting(trace)
     dep = nesting_depth(par)
     n_groups = len(first)
     is_dev = device_mask(trace)
