@@ -22,11 +22,10 @@ from tb_profiler.analysis.links import (
     GRAPH_LAUNCH_NAMES,
     launch,
     launches,
-    nearest_ancestor,
+    launching_op,
 )
 from tb_profiler.analysis.steps import step_of, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
-from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import DEVICE_SIDE, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
 
@@ -106,8 +105,7 @@ def _launch_frame(trace) -> tuple[pd.DataFrame, int]:
     first = _first_kernels(trace, call)
     ok = valid_times(trace)[call]
     call, first, work, count = call[ok], first[ok], lau.work_ns[ok], lau.kernels[ok]
-    is_op = ev["kind"] == Kind.CPU_OP
-    op = nearest_ancestor(trace, call, is_op, include_self=False) if len(call) else call
+    op = launching_op(trace)[first]  # the innermost cpu_op around the call (links.py)
     frame = steps(trace)
     step_no = frame["step"].to_numpy(dtype=np.int64)
     idx = step_of(trace, call) if len(call) else call
