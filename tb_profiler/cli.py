@@ -70,6 +70,22 @@ def _parser() -> argparse.ArgumentParser:
     summarize.add_argument("--json", action="store_true", help="print JSON")
     summarize.set_defaults(func=cmd_summarize)
 
+    why = sub.add_parser("why", help="why a step is slow: device idle time, kernel launches, outlier steps, "
+                                     "a time range's events")
+    why.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
+    why.add_argument("--worker", help="one worker of a run")
+    why.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
+    why.add_argument("--only", default="idle,launches,steps",
+                     help="which analyses, comma-separated: idle, launches, steps (default: all three)")
+    why.add_argument("--kernel-wait-us", type=float, default=30.0,
+                     help="an idle gap shorter than this between kernels is 'kernel wait' (default 30)")
+    why.add_argument("--factor", type=float, default=1.5, help="a step longer than FACTOR x the median is an outlier")
+    why.add_argument("--range", metavar="START:END",
+                     help="also the events of this time range, in ns from the trace's first event")
+    why.add_argument("--top", type=int, default=10, help="rows of each table")
+    why.add_argument("--json", action="store_true", help="print JSON")
+    why.set_defaults(func=cmd_why)
+
     diff = sub.add_parser("diff", help="compare two traces or runs: step time, operators, kernels")
     diff.add_argument("baseline", help="trace file or run folder (A)")
     diff.add_argument("candidate", help="trace file or run folder (B)")
@@ -326,6 +342,104 @@ def trace_summary(trace: Any, top: int) -> dict:
         "operators": to_jsonable(ops.head(top)),
         "kernels": to_jsonable(kernels.head(top)),
     }
+
+
+WHY_PARTS = ("idle", "launches", "steps")
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    only = [p.strip() for p in args.only.split(",") if p.strip()]
+    bad = [p for p in only if p not in WHY_PARTS]
+    if bad or not args.factor > 1 or args.kernel_wait_us < 0:
+        _error(f"--only {','.join(bad)}: not one of {', '.join(WHY_PARTS)}" if bad else
+               f"--factor {args.factor}: must be above 1" if not args.factor > 1 else
+               f"--kernel-wait-us {args.kernel_wait_us}: must be >= 0")
+        return EXIT_USAGE
+    try:
+        window = _parse_range(args.range) if args.range else None
+        _, traces = _run_and_traces(args.path, args.worker, args.span)
+        docs = [why_doc(t, only, round(args.kernel_wait_us * 1000), args.factor, window, args.top) for t in traces]
+    except (TraceFormatError, OSError, KeyError, ValueError) as exc:
+        _error(str(exc).strip("'\""))
+        return EXIT_BAD_INPUT
+    if args.json:
+        _print_json({"traces": docs})
+    else:
+        for d in docs:
+            _print_why(d)
+    return EXIT_OK
+
+
+def _parse_range(text: str) -> tuple[int, int]:
+    try:
+        start, end = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise ValueError(f"--range {text!r}: give START:END in ns from the trace's first event") from None
+    if end <= start or start < 0:
+        raise ValueError(f"--range {text!r}: END must be above START, both >= 0")
+    return start, end
+
+
+def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
+            window: tuple[int, int] | None, top: int) -> dict:
+    """The "why is it slow" analyses of one trace as JSON data (tables cut to ``top`` rows
+    where they are lists of items; totals whole)."""
+    from tb_profiler.analysis.jsonable import to_jsonable
+
+    doc: dict = {"path": trace.source}
+    if "idle" in only:
+        idle = trace.idle(kernel_wait_ns=kernel_wait_ns)
+        doc["idle"] = to_jsonable({k: v for k, v in idle.items() if k != "gaps"})
+        doc["idle"]["gaps"] = to_jsonable(idle["gaps"].nlargest(top, "dur_ns"))
+    if "launches" in only:
+        la = trace.launches()
+        doc["launches"] = to_jsonable({k: v for k, v in la.items() if k != "launches"})
+        doc["launches"]["operators"] = doc["launches"]["operators"][:top]
+    if "steps" in only:
+        doc["steps"] = to_jsonable(trace.step_outliers(factor=factor))
+    if window is not None:
+        origin = int(trace.span[0])
+        stats = trace.range_stats(origin + window[0], origin + window[1])
+        stats["rows"] = stats["rows"].groupby("kind", sort=False).head(top)  # the heaviest names of each kind
+        doc["range"] = to_jsonable(stats)
+    return doc
+
+
+def _print_why(doc: dict) -> None:
+    print(doc["path"])
+    idle = doc.get("idle")
+    if idle is not None:
+        totals = [r for r in idle["devices"] if r["step"] == -1]
+        _print_table(f"device idle time inside the steps (kernel wait: gaps under {_duration(idle['threshold_ns'])})",
+                     totals, ("device", "window_ns", "busy_ns", "idle_ns", "host_wait_ns", "kernel_wait_ns",
+                              "other_ns", "gaps"))
+        _print_table("longest idle gaps", idle["gaps"], ("kind", "device", "stream", "step", "dur_ns"))
+        for note in idle.get("notes", []):
+            print(f"  note         {note}")
+    la = doc.get("launches")
+    if la is not None:
+        _print_table("kernel launches per runtime call", la["calls"],
+                     ("call", "launches", "kernels", "call_dur_median_ns", "delay_median_ns", "delay_p90_ns",
+                      "delay_max_ns", "short_kernels"))
+        _print_table("operators carrying launch overhead", la["operators"],
+                     ("operator", "launches", "call_ns", "kernel_ns", "overhead_share"))
+        for note in la.get("notes", []):
+            print(f"  note         {note}")
+    st = doc.get("steps")
+    if st is not None and st["stats"]:
+        s = st["stats"]
+        print(f"  steps        {s['steps']}: median {_duration(s['median_ns'])}, mean {_duration(s['mean_ns'])}, "
+              f"p90 {_duration(s['p90_ns'])}, max {_duration(s['max_ns'])}")
+        for o in st["outliers"]:
+            print(f"  outlier      step {o['step']}: {_duration(o['dur_ns'])} ({o['ratio']:.2f} x the median), "
+                  f"{_duration(o['excess_ns'])} more, mostly {o['cause_label']} "
+                  f"(+{_duration(o[o['cause'] + '_delta_ns'])})")
+        for note in st.get("notes", []):
+            print(f"  note         {note}")
+    rs = doc.get("range")
+    if rs is not None:
+        _print_table(f"events of the range ({rs['events']})", rs["rows"],
+                     ("name", "kind", "count", "total_ns", "self_ns", "avg_ns", "max_ns"))
 
 
 def _print_summary(doc: dict) -> None:

@@ -169,6 +169,8 @@ class ProfilerApp:
             "distributed/ranks": self.r_dist_ranks, "distributed/instances": self.r_dist_instances,
             "distributed/matrix": self.r_dist_matrix,
             "diff": self.r_diff, "diffnode": self.r_diffnode,
+            "idle": self.r_idle, "launches": self.r_launches, "steps/outliers": self.r_step_outliers,
+            "trace/range_stats": self.r_range_stats,
         }
 
     def close(self) -> None:
@@ -489,6 +491,30 @@ class ProfilerApp:
         a, b = self._window(p)
         limit = p.integer("limit", 10000, 1, 200000)
         return self.one(request, views.memory_events, device, a, b, limit)
+
+    # -- why a step is slow (issue 9) ------------------------------------------------------------
+    def r_idle(self, request: Request) -> Response:
+        p = Params(request.args)
+        kernel_wait_ns = p.integer("kernel_wait_ns", 30_000, 0, 10_000_000_000)
+        return self.one(request, views.idle, kernel_wait_ns)
+
+    def r_launches(self, request: Request) -> Response:
+        return self.one(request, views.launches)
+
+    def r_step_outliers(self, request: Request) -> Response:
+        p = Params(request.args)
+        factor_pct = p.integer("factor_pct", 150, 101, 10_000)
+        return self.one(request, views.step_outliers, factor_pct / 100)
+
+    def r_range_stats(self, request: Request) -> Response:
+        p = Params(request.args)
+        a = p.integer("start_ns", None, -self._NS_MAX, self._NS_MAX)
+        b = p.integer("end_ns", None, -self._NS_MAX, self._NS_MAX)
+        if a is None or b is None:
+            raise ApiError(400, "start_ns and end_ns are both required")
+        if b <= a:
+            raise ApiError(400, "end_ns must be greater than start_ns")
+        return self.one(request, views.range_stats, a, b)
 
     def r_module(self, request: Request) -> Response:
         return self.one(request, views.module)

@@ -167,6 +167,47 @@ def _device(trace, device: str | None) -> tuple[list[str], str | None]:
     return devs, device if device is not None else (devs[0] if devs else None)
 
 
+# -- why a step is slow (issue 9) ------------------------------------------------------------
+MAX_GAPS = 500          # the longest idle gaps sent (all are counted)
+MAX_RANGE_ROWS = 200    # names per kind in a range's statistics (the rest counted)
+
+
+def idle(trace, kernel_wait_ns: int) -> dict:
+    out = trace.idle(kernel_wait_ns=kernel_wait_ns)
+    gaps = out["gaps"]
+    longest = gaps.nlargest(MAX_GAPS, "dur_ns").sort_values("start_ns", kind="stable")
+    doc = to_jsonable({"devices": out["devices"], "streams": out["streams"], "gaps": longest,
+                       "threshold_ns": out["threshold_ns"], "notes": out["notes"]})
+    _rebase(doc["gaps"], ("start_ns", "end_ns"), origin(trace))
+    doc["gaps_total"] = int(len(gaps))
+    return doc
+
+
+def launches(trace) -> dict:
+    out = trace.launches()
+    doc = to_jsonable({k: v for k, v in out.items() if k != "launches"})
+    _rebase(doc["outliers"], ("call_start_ns", "kernel_start_ns"), origin(trace))
+    doc["launches_total"] = int(len(out["launches"]))
+    return doc
+
+
+def step_outliers(trace, factor: float) -> dict:
+    doc = to_jsonable(trace.step_outliers(factor=factor))
+    _rebase(doc["steps"], ("start_ns",), origin(trace))
+    return doc
+
+
+def range_stats(trace, start_ns: int, end_ns: int) -> dict:
+    """The range [start_ns, end_ns) in ns relative to the trace's origin, as the timeline's."""
+    t0 = origin(trace)
+    out = trace.range_stats(t0 + start_ns, t0 + end_ns)
+    rows = out["rows"]
+    shown = rows.groupby("kind", sort=False).head(MAX_RANGE_ROWS)
+    left = rows.groupby("kind", sort=False).size() - shown.groupby("kind", sort=False).size()
+    return {"start_ns": start_ns, "end_ns": end_ns, "events": out["events"], "kinds": to_jsonable(out["kinds"]),
+            "rows": to_jsonable(shown), "more": {k: int(n) for k, n in left.items() if n > 0}}
+
+
 def memory_stats(trace, device: str | None, start_ns: int | None, end_ns: int | None) -> dict:
     from tb_profiler.analysis.memory import memory_notes
     from tb_profiler.analysis.memory import memory_stats as _stats

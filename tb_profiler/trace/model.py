@@ -261,6 +261,34 @@ class Trace:
 
         return modules(self, **kw)
 
+    def idle(self, kernel_wait_ns: int = 30_000) -> dict:
+        """Idle time per device and stream, per step: host wait, kernel wait, other (see
+        analysis.idle)."""
+        from tb_profiler.analysis.idle import idle_time
+
+        return idle_time(self, kernel_wait_ns=kernel_wait_ns)
+
+    def launches(self, **kw) -> dict:
+        """Kernel launch statistics: call duration, launch delay, kernel duration per launch,
+        their distributions, outliers, per operator (see analysis.launch_stats)."""
+        from tb_profiler.analysis.launch_stats import launch_stats
+
+        return launch_stats(self, **kw)
+
+    def step_outliers(self, factor: float = 1.5) -> dict:
+        """Per-step time (median, mean, p90) and the steps above factor x the median, each
+        with its breakdown against the median step (see analysis.step_outliers)."""
+        from tb_profiler.analysis.step_outliers import step_outliers
+
+        return step_outliers(self, factor=factor)
+
+    def range_stats(self, start_ns: int, end_ns: int) -> dict:
+        """The events of [start_ns, end_ns) (absolute ns) by kind and name (see
+        analysis.range_stats)."""
+        from tb_profiler.analysis.range_stats import range_stats
+
+        return range_stats(self, start_ns, end_ns)
+
     def distributed(self) -> dict:
         """Computation/communication of this trace's rank alone (a Run gives every rank)."""
         from tb_profiler.analysis.distributed import distributed

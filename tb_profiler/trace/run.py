@@ -77,6 +77,15 @@ class Run:
     def table(self, worker: str | None = None, span: int | None = None, **kw: Any) -> str:
         return self.trace(worker, span).table(**kw)
 
+    def idle(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).idle(**kw)
+
+    def launches(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).launches(**kw)
+
+    def step_outliers(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).step_outliers(**kw)
+
     def summaries(self, span: int | None = None, *, jobs: int | None = None, dask=None, progress=None) -> list:
         """Every worker's TraceSummary of one span (1-based; default: each worker's latest),
         stored ones read, the others built by ``jobs`` processes or on Dask (see

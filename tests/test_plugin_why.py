@@ -1,0 +1,101 @@
+"""The "why is the step slow" routes (issue 9): idle, launches, steps/outliers and
+trace/range_stats over the app in process (werkzeug's test client), equal to the Python
+API with times made relative to the trace's origin, bounded, and strict about parameters."""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+from datafiles import V100_TRACE
+from werkzeug.test import Client
+
+import tb_profiler
+from tb_profiler.analysis.jsonable import to_jsonable
+from tb_profiler.plugin import views
+from tb_profiler.plugin.app import ProfilerApp
+from tb_profiler.plugin.state import ProfilerState
+
+P = "/data/plugin/pytorch_profiler/"
+RUN = "?run=v100"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("why")
+    (tmp / "log" / "v100").mkdir(parents=True)
+    shutil.copy(V100_TRACE, tmp / "log" / "v100" / V100_TRACE.name)
+    state = ProfilerState(str(tmp / "log"), cache_dir=str(tmp / "cache"), reload_s=60, jobs=1)
+    state.start()
+    yield Client(ProfilerApp(state, standalone=True))
+    state.stop()
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return tb_profiler.load(V100_TRACE, cache=False)
+
+
+def get(client, route, expect=200, timeout=60.0):
+    end = time.monotonic() + timeout
+    while True:
+        r = client.get(P + route)
+        if r.status_code != 202:
+            break
+        assert time.monotonic() < end, route
+        time.sleep(0.1)
+    assert r.status_code == expect, (route, r.status_code, r.get_data()[:300])
+    return json.loads(r.get_data())
+
+
+def test_step_outliers_route_is_the_api(client, trace):
+    doc = get(client, "steps/outliers" + RUN + "&factor_pct=105")
+    want = to_jsonable(trace.step_outliers(factor=1.05))
+    t0 = int(trace.span[0])
+    assert [s["start_ns"] for s in doc["steps"]] == [s["start_ns"] - t0 for s in want["steps"]]
+    assert doc["stats"] == want["stats"] and doc["outliers"] == want["outliers"]
+    assert [o["step"] for o in doc["outliers"]] == [5]
+    assert get(client, "steps/outliers" + RUN)["stats"]["factor"] == 1.5
+
+
+def test_range_stats_route_is_the_api_on_the_timeline_clock(client, trace):
+    t0 = int(trace.span[0])
+    a, b = 100_000_000, 110_000_000
+    doc = get(client, f"trace/range_stats{RUN}&start_ns={a}&end_ns={b}")
+    want = trace.range_stats(t0 + a, t0 + b)
+    assert (doc["start_ns"], doc["end_ns"], doc["events"]) == (a, b, want["events"])
+    assert doc["kinds"] == to_jsonable(want["kinds"]) and doc["rows"] == to_jsonable(want["rows"]) and doc["more"] == {}
+
+
+def test_range_stats_rows_are_bounded(client, trace, monkeypatch):
+    monkeypatch.setattr(views, "MAX_RANGE_ROWS", 3)
+    lo, hi = trace.span
+    doc = get(client, f"trace/range_stats{RUN}&start_ns=0&end_ns={hi - lo + 1}")
+    counts = {k["kind"]: len([r for r in doc["rows"] if r["kind"] == k["kind"]]) for k in doc["kinds"]}
+    assert max(counts.values()) == 3 and doc["more"]["operator"] > 0
+    want = trace.range_stats(lo, hi + 1)["rows"]
+    assert doc["more"]["operator"] == int((want["kind"] == "operator").sum()) - 3
+
+
+def test_launches_route_leaves_out_the_per_launch_table(client, trace):
+    doc = get(client, "launches" + RUN)
+    want = trace.launches()
+    assert "launches" not in doc and doc["launches_total"] == len(want["launches"])
+    assert doc["calls"] == to_jsonable(want["calls"]) and doc["histograms"] == to_jsonable(want["histograms"])
+    t0 = int(trace.span[0])
+    assert [o["call_start_ns"] for o in doc["outliers"]] == [v - t0 for v in want["outliers"]["call_start_ns"]]
+
+
+@pytest.mark.parametrize("route, status", [
+    ("trace/range_stats?run=v100&start_ns=5", 400),
+    ("trace/range_stats?run=v100&start_ns=5&end_ns=5", 400),
+    ("trace/range_stats?run=v100&start_ns=a&end_ns=9", 400),
+    ("steps/outliers?run=v100&factor_pct=100", 400),
+    ("steps/outliers?run=v100&factor_pct=1.5", 400),
+    ("idle?run=v100&kernel_wait_ns=-1", 400),
+    ("launches?run=nope", 404),
+])
+def test_bad_parameters(client, route, status):
+    r = client.get(P + route)
+    assert r.status_code == status and "error" in json.loads(r.get_data())
