@@ -14,8 +14,8 @@ Steps: idle time is counted inside the step windows of ``analysis.steps`` (the
 ProfilerStep#N ranges stretched to their device work), by time: window_ns = the step's
 duration, busy_ns = busy time inside it, idle_ns = window_ns - busy_ns. An idle stretch
 that crosses a step boundary is cut there, each part counted in its own step. A trace
-without steps (no host events at all) is one window from its first to its last device
-work, numbered step 0.
+without ProfilerStep#N is one step 0 (steps.py's rule: first to last host operator, or
+over all events when it has none).
 
 Why a stretch is idle (the classification). Take an idle stretch [A, B) on a timeline
 and the work that ends it at B (the work starting at B; several starting together: the
@@ -215,14 +215,10 @@ def _stretches(trace) -> _Stretches:
     c = np.where(call >= 0, ev["ts"][np.maximum(call, 0)], MISSING_INT)
     c = np.where(c == MISSING_INT, _NO_C, c)
 
+    # never empty here: without ProfilerStep#N, steps makes the whole trace one step 0
     frame = steps(trace)
-    if frame.empty:
-        step = np.array([0], dtype=np.int64)
-        ws, we = np.array([s.min()]), np.array([e.max()])
-        notes.append("no steps: one window from the first to the last device work, numbered step 0")
-    else:
-        step = frame["step"].to_numpy(np.int64)
-        ws, we = frame["start_ns"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64)
+    step = frame["step"].to_numpy(np.int64)
+    ws, we = frame["start_ns"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64)
     lo, hi = int(ws[0]), int(we[-1])
 
     # timelines: each device, then each (device, stream), in id order
