@@ -75,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
     why.add_argument("--worker", help="one worker of a run")
     why.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
-    why.add_argument("--only", default="idle,launches,steps",
-                     help="which analyses, comma-separated: idle, launches, steps (default: all three)")
+    why.add_argument("--only", default="idle,launches,steps,memcpy",
+                     help="which analyses, comma-separated: idle, launches, steps, memcpy (default: all)")
     why.add_argument("--kernel-wait-us", type=float, default=30.0,
                      help="an idle gap shorter than this between kernels is 'kernel wait' (default 30)")
     why.add_argument("--factor", type=float, default=1.5, help="a step longer than FACTOR x the median is an outlier")
@@ -344,7 +344,7 @@ def trace_summary(trace: Any, top: int) -> dict:
     }
 
 
-WHY_PARTS = ("idle", "launches", "steps")
+WHY_PARTS = ("idle", "launches", "steps", "memcpy")
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -390,13 +390,18 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
     if "idle" in only:
         idle = trace.idle(kernel_wait_ns=kernel_wait_ns)
         doc["idle"] = to_jsonable({k: v for k, v in idle.items() if k != "gaps"})
-        doc["idle"]["gaps"] = to_jsonable(idle["gaps"].nlargest(top, "dur_ns"))
+        device_gaps = idle["gaps"][idle["gaps"]["stream"] == -1]  # every stream idle: counted once
+        doc["idle"]["gaps"] = to_jsonable(device_gaps.nlargest(top, "dur_ns"))
     if "launches" in only:
         la = trace.launches()
         doc["launches"] = to_jsonable({k: v for k, v in la.items() if k != "launches"})
         doc["launches"]["operators"] = doc["launches"]["operators"][:top]
     if "steps" in only:
         doc["steps"] = to_jsonable(trace.step_outliers(factor=factor))
+    if "memcpy" in only:
+        copies = trace.memcpy()
+        doc["memcpy"] = to_jsonable({"directions": copies["directions"], "notes": copies["notes"],
+                                     "copies": copies["copies"].nlargest(top, "bytes")})
     if window is not None:
         origin = int(trace.span[0])
         stats = trace.range_stats(origin + window[0], origin + window[1])
@@ -413,7 +418,7 @@ def _print_why(doc: dict) -> None:
         _print_table(f"device idle time inside the steps (kernel wait: gaps under {_duration(idle['threshold_ns'])})",
                      totals, ("device", "window_ns", "busy_ns", "idle_ns", "host_wait_ns", "kernel_wait_ns",
                               "other_ns", "gaps"))
-        _print_table("longest idle gaps", idle["gaps"], ("kind", "device", "stream", "step", "dur_ns"))
+        _print_table("longest device idle gaps", idle["gaps"], ("kind", "device", "step", "start_ns", "dur_ns"))
         for note in idle.get("notes", []):
             print(f"  note         {note}")
     la = doc.get("launches")
@@ -435,6 +440,12 @@ def _print_why(doc: dict) -> None:
                   f"{_duration(o['excess_ns'])} more, mostly {o['cause_label']} "
                   f"(+{_duration(o[o['cause'] + '_delta_ns'])})")
         for note in st.get("notes", []):
+            print(f"  note         {note}")
+    mc = doc.get("memcpy")
+    if mc is not None:
+        _print_table("memory copies per direction (GB/s: all bytes over all copy time)", mc["directions"],
+                     ("direction", "src", "dst", "copies", "bytes", "time_ns", "gbps", "gbps_median"))
+        for note in mc.get("notes", []):
             print(f"  note         {note}")
     rs = doc.get("range")
     if rs is not None:

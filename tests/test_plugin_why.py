@@ -99,3 +99,44 @@ def test_launches_route_leaves_out_the_per_launch_table(client, trace):
 def test_bad_parameters(client, route, status):
     r = client.get(P + route)
     assert r.status_code == status and "error" in json.loads(r.get_data())
+
+
+def test_memcpy_route_is_the_api_on_the_timeline_clock(client, trace):
+    doc = get(client, "memcpy" + RUN + "&bins=20")
+    want = trace.memcpy(bins=20)
+    t0 = int(trace.span[0])
+    assert doc["copies_total"] == len(want["copies"]) == 12
+    assert [c["start_ns"] for c in doc["copies"]] == [v - t0 for v in want["copies"]["start_ns"]]
+    assert doc["directions"] == to_jsonable(want["directions"])
+    assert doc["over_time"]["edges"] == [e - t0 for e in want["over_time"]["edges"]]
+    assert doc["over_time"]["H2D"] == pytest.approx(want["over_time"]["H2D"])
+
+
+def test_idle_route_is_the_api_with_the_longest_gaps(client, trace, monkeypatch):
+    monkeypatch.setattr(views, "MAX_GAPS", 5)
+    doc = get(client, "idle" + RUN + "&kernel_wait_ns=10000")
+    want = trace.idle(kernel_wait_ns=10_000)
+    assert doc["devices"] == to_jsonable(want["devices"]) and doc["streams"] == to_jsonable(want["streams"])
+    assert doc["gaps_total"] == len(want["gaps"]) and len(doc["gaps"]) == 5 and doc["threshold_ns"] == 10_000
+    t0 = int(trace.span[0])
+    longest = want["gaps"].nlargest(5, "dur_ns").sort_values("start_ns", kind="stable")
+    assert [g["start_ns"] for g in doc["gaps"]] == [v - t0 for v in longest["start_ns"]]
+
+
+def test_cli_why_json_and_text(capsys):
+    from tb_profiler.cli import main
+
+    assert main(["why", str(V100_TRACE), "--json", "--top", "3", "--factor", "1.05", "--range", "0:10000000"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (t,) = doc["traces"]
+    assert [o["step"] for o in t["steps"]["outliers"]] == [5]
+    assert t["launches"]["calls"][0]["call"] == "cudaLaunchKernel" and len(t["idle"]["gaps"]) == 3
+    assert all(g["stream"] == -1 for g in t["idle"]["gaps"]) and t["memcpy"]["directions"][0]["direction"] == "H2D"
+    assert t["range"]["start_ns"] > 0 and t["range"]["rows"]
+    assert main(["why", str(V100_TRACE), "--only", "idle"]) == 0
+    out = capsys.readouterr().out
+    assert "device idle time inside the steps" in out and "kernel launches" not in out
+    assert main(["why", str(V100_TRACE), "--only", "nope"]) == 2
+    assert "--only nope" in capsys.readouterr().err
+    assert main(["why", str(V100_TRACE), "--range", "9:3"]) == 1
+    assert "END must be above START" in capsys.readouterr().err

@@ -208,9 +208,7 @@ def _stretches(trace) -> _Stretches:
     s = ev["ts"][rows]
     e = s + ev["dur"][rows]
     dev = did[rows]
-    stream = ev["stream"][rows]
-    tid = ev["tid"][rows]
-    stream = np.where(stream != MISSING_INT, stream, np.where(tid != MISSING_INT, tid, 0))
+    stream = np.maximum(trace.event_streams[rows], 0)  # unknown stream: 0
     call = launch(trace)[rows]
     c = np.where(call >= 0, ev["ts"][np.maximum(call, 0)], MISSING_INT)
     c = np.where(c == MISSING_INT, _NO_C, c)

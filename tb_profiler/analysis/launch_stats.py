@@ -24,8 +24,7 @@ from tb_profiler.analysis.links import (
     launches,
     launching_op,
 )
-from tb_profiler.analysis.steps import step_of, steps, valid_times
-from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.analysis.steps import step_numbers, valid_times
 from tb_profiler.trace.roles import DEVICE_SIDE, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
 
@@ -86,16 +85,6 @@ def _first_kernels(trace, calls: np.ndarray) -> np.ndarray:
     return first
 
 
-def _streams(trace, rows: np.ndarray) -> np.ndarray:
-    """The stream of device events: args "stream", else the tid (Kineto writes a device
-    row's stream as its tid)."""
-    ev = trace.events
-    s = ev["stream"][rows].astype(np.int64)
-    tid = ev["tid"][rows].astype(np.int64)
-    s = np.where(s != MISSING_INT, s, tid)
-    return np.where(s != MISSING_INT, s, -1)
-
-
 def _launch_frame(trace) -> tuple[pd.DataFrame, int]:
     """The launches frame and how many launches were left out for a call without usable
     times."""
@@ -106,10 +95,7 @@ def _launch_frame(trace) -> tuple[pd.DataFrame, int]:
     ok = valid_times(trace)[call]
     call, first, work, count = call[ok], first[ok], lau.work_ns[ok], lau.kernels[ok]
     op = launching_op(trace)[first]  # the innermost cpu_op around the call (links.py)
-    frame = steps(trace)
-    step_no = frame["step"].to_numpy(dtype=np.int64)
-    idx = step_of(trace, call) if len(call) else call
-    step = np.where(idx >= 0, step_no[np.maximum(idx, 0)] if len(step_no) else -1, -1)
+    step = step_numbers(trace, call)
     call_start = ev["ts"][call].astype(np.int64)
     kernel_start = ev["ts"][first].astype(np.int64)
     data = {
@@ -122,7 +108,7 @@ def _launch_frame(trace) -> tuple[pd.DataFrame, int]:
         "kernel_dur_ns": work,
         "launch_delay_ns": kernel_start - call_start,
         "device": trace.event_devices[first].astype(np.int64),
-        "stream": _streams(trace, first),
+        "stream": trace.event_streams[first],
         "operator": _names(trace, np.where(op >= 0, ev["name"][np.maximum(op, 0)], -1)),
         "step": step,
     }

@@ -118,6 +118,16 @@ def step_of(trace, rows: np.ndarray | None = None) -> np.ndarray:
     return out if rows is None else out[np.asarray(rows, dtype=np.int64)]
 
 
+def step_numbers(trace, rows: np.ndarray) -> np.ndarray:
+    """N of ProfilerStep#N each event row belongs to (``step_of``), -1 for none; 0 for the
+    whole-trace step of a trace without steps."""
+    index = step_of(trace, rows)
+    numbers = step_info(trace).frame["step"].to_numpy(np.int64)
+    if not len(numbers):
+        return np.full(len(index), -1, dtype=np.int64)
+    return np.where(index >= 0, numbers[np.maximum(index, 0)], -1)
+
+
 def in_steps(trace, rows: np.ndarray | None = None) -> np.ndarray:
     """Whether each event row (all events by default) counts in a per-step figure.
 

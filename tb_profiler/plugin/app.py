@@ -170,6 +170,7 @@ class ProfilerApp:
             "distributed/matrix": self.r_dist_matrix,
             "diff": self.r_diff, "diffnode": self.r_diffnode,
             "idle": self.r_idle, "launches": self.r_launches, "steps/outliers": self.r_step_outliers,
+            "memcpy": self.r_memcpy,
             "trace/range_stats": self.r_range_stats,
         }
 
@@ -500,6 +501,10 @@ class ProfilerApp:
 
     def r_launches(self, request: Request) -> Response:
         return self.one(request, views.launches)
+
+    def r_memcpy(self, request: Request) -> Response:
+        bins = Params(request.args).integer("bins", 200, 1, 2000)
+        return self.one(request, views.memcpy, bins)
 
     def r_step_outliers(self, request: Request) -> Response:
         p = Params(request.args)

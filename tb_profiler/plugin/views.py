@@ -191,6 +191,23 @@ def launches(trace) -> dict:
     return doc
 
 
+MAX_COPIES = 2000       # the largest copies sent (all are counted)
+
+
+def memcpy(trace, bins: int) -> dict:
+    out = trace.memcpy(bins=bins)
+    copies = out["copies"]
+    largest = copies.nlargest(MAX_COPIES, "bytes").sort_values("start_ns", kind="stable")
+    doc = to_jsonable({"copies": largest, "directions": out["directions"], "notes": out["notes"]})
+    t0 = origin(trace)
+    _rebase(doc["copies"], ("start_ns",), t0)
+    over = dict(out["over_time"])
+    over["edges"] = [e - t0 for e in over.get("edges", [])]
+    doc["over_time"] = to_jsonable(over)
+    doc["copies_total"] = int(len(copies))
+    return doc
+
+
 def step_outliers(trace, factor: float) -> dict:
     doc = to_jsonable(trace.step_outliers(factor=factor))
     _rebase(doc["steps"], ("start_ns",), origin(trace))

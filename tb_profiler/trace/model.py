@@ -172,6 +172,16 @@ class Trace:
         out.flags.writeable = False
         return out
 
+    @cached_property
+    def event_streams(self) -> np.ndarray:
+        """Stream per device event (args "stream", else the tid: Kineto writes a device
+        row's stream as its tid); -1 on the host and where neither is known."""
+        ev = self.events
+        s = np.where(ev["stream"] != MISSING_INT, ev["stream"], ev["tid"]).astype(np.int64)
+        out = np.where((s != MISSING_INT) & role_mask(self.roles, DEVICE_SIDE), s, -1)
+        out.flags.writeable = False
+        return out
+
     # -- derived tables -------------------------------------------------------------
     @cached_property
     def steps(self) -> Table:
@@ -274,6 +284,13 @@ class Trace:
         from tb_profiler.analysis.launch_stats import launch_stats
 
         return launch_stats(self, **kw)
+
+    def memcpy(self, bins: int = 200) -> dict:
+        """Memory-copy bandwidth per copy, per direction and host memory kind, and over time
+        (see analysis.memcpy)."""
+        from tb_profiler.analysis.memcpy import memcpy_bandwidth
+
+        return memcpy_bandwidth(self, bins=bins)
 
     def step_outliers(self, factor: float = 1.5) -> dict:
         """Per-step time (median, mean, p90) and the steps above factor x the median, each

@@ -83,6 +83,9 @@ class Run:
     def launches(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).launches(**kw)
 
+    def memcpy(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).memcpy(**kw)
+
     def step_outliers(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).step_outliers(**kw)
 
