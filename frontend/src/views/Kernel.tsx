@@ -10,6 +10,7 @@ import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct } from "../util/format";
 import { Pie } from "./Operator";
+import { LaunchesSection } from "./why/Launches";
 
 const KGROUPS = [
   { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
@@ -103,6 +104,9 @@ export function KernelView({ st, sel, dark }: ViewProps) {
             )
           }
         </Loaded>
+      </Section>
+      <Section title="Launches">
+        <LaunchesSection sel={sel} dark={dark} />
       </Section>
     </div>
   );

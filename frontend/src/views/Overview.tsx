@@ -10,6 +10,8 @@ import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/common";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
+import { IdleTimeSection } from "./why/IdleTime";
+import { StepTimeSection } from "./why/StepTime";
 
 const CAT_COLORS: Record<string, string> = {
   kernel: "#5470c6",
@@ -141,6 +143,12 @@ export function OverviewView({ sel, dark }: ViewProps) {
             </div>
             <Section title="Step time breakdown, per step">
               <BreakdownCharts data={d} dark={dark} />
+            </Section>
+            <Section title="Step time">
+              <StepTimeSection sel={sel} dark={dark} labels={d.breakdown.labels} />
+            </Section>
+            <Section title={`${dw} idle time`}>
+              <IdleTimeSection sel={sel} dark={dark} deviceWord={dw} />
             </Section>
             <div className="grid-1-1">
               <Section title="Configuration">
