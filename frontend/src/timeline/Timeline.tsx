@@ -3,16 +3,19 @@
 // strip and one row per nesting depth, events as boxes with their names, sub-pixel
 // events as the server's merged "busy" blocks. Zoom (Ctrl/⌘/Alt + wheel, W/S, +/-),
 // pan (drag, horizontal wheel, A/D, arrows), range zoom (Shift + drag), vertical
-// scroll (wheel), click for details, hover for a tooltip. Names are drawn with
+// scroll (wheel), click for details, hover for a tooltip, time-range selection (drag on
+// the ruler: a band over every track, owned by the parent; Escape or a click on the
+// ruler clears it). Names are drawn with
 // fillText or shown as React text: never HTML. Arrows (flows) are drawn from their
 // endpoints' coordinates, so an end merged into a busy block or outside the window
 // still gets its arrow; what was drawn is mirrored into data- attributes of the
-// timeline's box (data-flows, data-counters, data-tracks, data-window-*) for tests and tools.
+// timeline's box (data-flows, data-counters, data-tracks, data-window-*, data-range-*) for tests and tools.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
 import { fmtDuration } from "../util/format";
 import { counterFill, nameColor, palette } from "./colors";
+import { rangeEdge, rangeFromDrag, rangeLabel } from "./rangeSelect";
 import {
   counterAt, fitRange, hitTest, layoutTracks, panBy, rowMiddle, spanToPx, tickLabel, ticks, timeToX, xToTime, zoomAt,
   type Range, type TrackBox, type Viewport,
@@ -71,6 +74,10 @@ interface Props {
   /** scroll so this track row is visible (nonce: ask again for the same row) */
   reveal?: { track: number; depth: number; nonce: number } | null;
   counters?: Counter[];
+  /** the selected time range (whole ns), drawn as a band over every track */
+  selection?: Range | null;
+  /** a drag on the ruler selects a range; a click on it or Escape clears it (null) */
+  onSelectRange?: (r: Range | null) => void;
 }
 
 interface Hover {
@@ -82,7 +89,8 @@ interface Hover {
 }
 
 export function Timeline(props: Props) {
-  const { tracks, events, busy, bounds, vp, onViewport, selected, onSelect, flows, search, dark, height, loading, reveal } = props;
+  const { tracks, events, busy, bounds, vp, onViewport, selected, onSelect, flows, search, dark, height, loading, reveal, onSelectRange } = props;
+  const selection = props.selection ?? null;
   const counters = props.counters ?? [];
   const countersH = counters.length * COUNTER_H;
   const wrap = useRef<HTMLDivElement>(null);
@@ -92,7 +100,10 @@ export function Timeline(props: Props) {
   const [collapsed, setCollapsed] = useState<Set<number>>(new Set());
   const [hover, setHover] = useState<Hover | null>(null);
   const [range, setRange] = useState<{ x0: number; x1: number } | null>(null);
-  const drag = useRef<{ x: number; y: number; vp: Viewport; moved: boolean; shift: boolean; scrollY: number } | null>(null);
+  // a range being dragged on the ruler (committed through onSelectRange on release)
+  const [pending, setPending] = useState<Range | null>(null);
+  const [overRuler, setOverRuler] = useState(false);
+  const drag = useRef<{ x: number; y: number; vp: Viewport; moved: boolean; shift: boolean; ruler: boolean; scrollY: number } | null>(null);
   const lastMouseX = useRef<number | null>(null);
 
   const view: Viewport = useMemo(() => ({ ...vp, width }), [vp, width]);
@@ -282,6 +293,22 @@ export function Timeline(props: Props) {
       ctx.strokeRect(selBox.x - 1, selBox.y, Math.max(selBox.w, 1) + 2, ROW_H);
     }
 
+    // the selected time range (or the one being dragged on the ruler): a band over every track
+    const band = pending ?? selection;
+    const bandPx = band ? { x0: Math.max(-1, timeToX(band.start, view)), x1: Math.min(W + 1, timeToX(band.end, view)) } : null;
+    if (bandPx && bandPx.x1 >= 0 && bandPx.x0 <= W) {
+      ctx.fillStyle = pal.range;
+      ctx.fillRect(bandPx.x0, RULER_H, Math.max(bandPx.x1 - bandPx.x0, 1), H - RULER_H);
+      ctx.strokeStyle = rangeEdge(dark);
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (const x of [bandPx.x0, bandPx.x1]) {
+        ctx.moveTo(Math.round(x) + 0.5, RULER_H);
+        ctx.lineTo(Math.round(x) + 0.5, H);
+      }
+      ctx.stroke();
+    }
+
     // range being selected
     if (range) {
       const x0 = Math.min(range.x0, range.x1);
@@ -316,11 +343,25 @@ export function Timeline(props: Props) {
       const label = fmtDuration(t1 - t0);
       ctx.fillText(label, Math.min(range.x0, range.x1) + 4, RULER_H - 8);
     }
+    if (band && bandPx && bandPx.x1 >= 0 && bandPx.x0 <= W) {
+      ctx.fillStyle = pal.range;
+      ctx.fillRect(bandPx.x0, 0, Math.max(bandPx.x1 - bandPx.x0, 1), RULER_H);
+      // the label: centred on the band, kept inside the canvas, over the tick labels
+      const label = rangeLabel(band);
+      const lw = ctx.measureText(label).width + 10;
+      const lx = Math.max(1, Math.min(W - lw - 1, (Math.max(bandPx.x0, 0) + Math.min(bandPx.x1, W)) / 2 - lw / 2));
+      ctx.fillStyle = pal.ruler;
+      ctx.fillRect(lx, 3, lw, RULER_H - 8);
+      ctx.strokeStyle = rangeEdge(dark);
+      ctx.strokeRect(lx + 0.5, 3.5, lw - 1, RULER_H - 9);
+      ctx.fillStyle = pal.text;
+      ctx.fillText(label, lx + 5, 3 + (RULER_H - 8) / 2);
+    }
     if (loading) {
       ctx.fillStyle = pal.select;
       ctx.fillRect(0, RULER_H - 2, W, 2);
     }
-  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, range, loading, counters, countersH]);
+  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, range, pending, selection, loading, counters, countersH]);
 
   useEffect(() => {
     const id = requestAnimationFrame(draw);
@@ -389,7 +430,7 @@ export function Timeline(props: Props) {
   const onMouseDown = (e: React.MouseEvent) => {
     if (e.button !== 0) return;
     const p = local(e);
-    drag.current = { x: p.x, y: p.y, vp: view, moved: false, shift: e.shiftKey, scrollY };
+    drag.current = { x: p.x, y: p.y, vp: view, moved: false, shift: e.shiftKey, ruler: !!onSelectRange && p.y < RULER_H, scrollY };
     canvas.current?.focus();
   };
 
@@ -401,7 +442,9 @@ export function Timeline(props: Props) {
       if (Math.abs(p.x - d.x) > 3 || Math.abs(p.y - d.y) > 3) d.moved = true;
       if (!d.moved) return;
       setHover(null);
-      if (d.shift) {
+      if (d.ruler) {
+        setPending(rangeFromDrag(d.x, p.x, view, bounds));
+      } else if (d.shift) {
         setRange({ x0: d.x, x1: p.x });
       } else {
         onViewport(panBy(d.vp, p.x - d.x, bounds));
@@ -409,6 +452,7 @@ export function Timeline(props: Props) {
       }
       return;
     }
+    setOverRuler(p.y < RULER_H);
     if (p.y < RULER_H) {
       setHover(null);
       return;
@@ -431,6 +475,12 @@ export function Timeline(props: Props) {
     drag.current = null;
     if (!d) return;
     const p = local(e);
+    if (d.ruler) {
+      // a drag selects the range under it, a click clears the selection
+      setPending(null);
+      onSelectRange?.(d.moved ? rangeFromDrag(d.x, p.x, view, bounds) : null);
+      return;
+    }
     if (d.shift && range) {
       const t0 = xToTime(Math.min(range.x0, range.x1), view);
       const t1 = xToTime(Math.max(range.x0, range.x1), view);
@@ -473,7 +523,10 @@ export function Timeline(props: Props) {
     else if (k === "arrowup") setScrollY((s) => Math.max(0, s - 60));
     else if (k === "arrowdown") setScrollY((s) => Math.min(maxScroll, s + 60));
     else if (k === "0") onViewport({ start: bounds.start, end: bounds.end, width });
-    else if (k === "escape") onSelect(null);
+    else if (k === "escape") {
+      if (selection && onSelectRange) onSelectRange(null);
+      else onSelect(null);
+    }
     else handled = false;
     if (handled) e.preventDefault();
   };
@@ -487,22 +540,28 @@ export function Timeline(props: Props) {
       data-selected={selected ?? ""}
       data-counters={counters.map((c) => c.name).join("|")}
       data-tracks={trackLabels}
+      data-range-start={selection ? selection.start : ""}
+      data-range-end={selection ? selection.end : ""}
     >
       <canvas
         ref={canvas}
         tabIndex={0}
         className="timeline-canvas"
-        aria-label="Trace timeline. W/S or Ctrl+wheel zoom, A/D or drag pan, Shift+drag zooms to a range, click an event for details."
+        aria-label={`Trace timeline. W/S or Ctrl+wheel zoom, A/D or drag pan, Shift+drag zooms to a range, click an event for details.${onSelectRange ? " Drag on the time ruler to select a range, Escape clears it." : ""}`}
         onMouseDown={onMouseDown}
         onMouseMove={onMouseMove}
         onMouseUp={onMouseUp}
         onMouseLeave={() => {
           setHover(null);
+          setOverRuler(false);
+          // a range dragged on the ruler out of the canvas keeps what was selected so far
+          if (drag.current?.ruler && pending) onSelectRange?.(pending);
+          setPending(null);
           drag.current = null;
           setRange(null);
         }}
         onKeyDown={onKeyDown}
-        style={{ cursor: drag.current?.moved ? "grabbing" : hover && !hover.counter ? "pointer" : "default" }}
+        style={{ cursor: drag.current?.ruler || (overRuler && onSelectRange) ? "col-resize" : drag.current?.moved ? "grabbing" : hover && !hover.counter ? "pointer" : "default" }}
       />
       {maxScroll > 0 && (
         <div className="vscroll" style={{ top: RULER_H, height: plotH }}>

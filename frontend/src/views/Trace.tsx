@@ -1,7 +1,8 @@
 // Trace: the timeline of the selected span (timeline/Timeline) fed window by window
 // from the server, with search (the server finds matches in the whole trace: count,
 // next/previous jump and select), flows (the selection's arrows, optionally every
-// arrow in view), device utilization and memory counters, and a details panel. In a
+// arrow in view), device utilization and memory counters, a details panel, and the
+// statistics of a time range selected on the ruler (trace/RangeStats). In a
 // distributed run a toggle switches to the Ranks mode (trace/Ranks): several ranks'
 // timelines on one time axis.
 
@@ -13,12 +14,13 @@ import type { EventDetailReply, MemoryCurveReply, SearchMatch, SearchReply, Time
 import { Empty, ErrorBox, Notes, Progress, Tabs } from "../components/common";
 import { setState } from "../state/store";
 import { Timeline, type Counter, type FlowLink } from "../timeline/Timeline";
-import { fitRange, isWellVisible, jumpWindow } from "../timeline/coords";
+import { fitRange, isWellVisible, jumpWindow, type Range } from "../timeline/coords";
 import { fmtBytes, fmtCount, fmtDuration } from "../util/format";
 import { useTimelineWindow } from "./trace/useWindow";
 import { TraceRanksView } from "./trace/Ranks";
 import { windowCounters } from "./trace/counters";
 import { Details, selectionFlows } from "./trace/Details";
+import { RangeStats } from "./trace/RangeStats";
 
 export { selectionFlows };
 
@@ -51,6 +53,9 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
   const [search, setSearch] = useState("");
   const [reveal, setReveal] = useState<{ track: number; depth: number; nonce: number } | null>(null);
   const revealNext = useRef(false);
+  // the time range selected on the ruler (whole ns on the timeline's clock); another trace: none
+  const [rangeSel, setRangeSel] = useState<Range | null>(null);
+  useEffect(() => setRangeSel(null), [selKey]);
 
   // memory as counter tracks over the window (traces without memory records: none)
   const [showMem, setShowMem] = useState(true);
@@ -250,6 +255,8 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
           loading={loading}
           reveal={reveal}
           counters={allCounters}
+          selection={rangeSel}
+          onSelectRange={setRangeSel}
         />
         {selected !== null && (
           <aside className="side-panel" aria-label="Event details">
@@ -274,8 +281,17 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
           </aside>
         )}
       </div>
+      {rangeSel && (
+        <RangeStats
+          sel={sel}
+          range={rangeSel}
+          onZoom={() => setVp(fitRange(rangeSel.start, rangeSel.end, vp.width, bounds, 0))}
+          onClose={() => setRangeSel(null)}
+        />
+      )}
       <div className="muted small-note">
         Ctrl/⌘ + wheel or W/S: zoom · drag, A/D or horizontal wheel: pan · wheel: scroll tracks · Shift + drag: zoom to a range ·
+        drag on the time ruler: statistics of a range (Escape clears it) ·
         click a track header to fold it · click a grey block to zoom into it · click an event for details. Times are from the trace's first event.
       </div>
     </div>
