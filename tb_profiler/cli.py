@@ -75,8 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
     why.add_argument("--worker", help="one worker of a run")
     why.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
-    why.add_argument("--only", default="idle,launches,steps,memcpy",
-                     help="which analyses, comma-separated: idle, launches, steps, memcpy (default: all)")
+    why.add_argument("--only", default="idle,launches,steps,memcpy,annotations",
+                     help="which analyses, comma-separated: idle, launches, steps, memcpy, annotations "
+                          "(default: all)")
     why.add_argument("--kernel-wait-us", type=float, default=30.0,
                      help="an idle gap shorter than this between kernels is 'kernel wait' (default 30)")
     why.add_argument("--factor", type=float, default=1.5, help="a step longer than FACTOR x the median is an outlier")
@@ -344,7 +345,7 @@ def trace_summary(trace: Any, top: int) -> dict:
     }
 
 
-WHY_PARTS = ("idle", "launches", "steps", "memcpy")
+WHY_PARTS = ("idle", "launches", "steps", "memcpy", "annotations")
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -402,6 +403,10 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
         copies = trace.memcpy()
         doc["memcpy"] = to_jsonable({"directions": copies["directions"], "notes": copies["notes"],
                                      "copies": copies["copies"].nlargest(top, "bytes")})
+    if "annotations" in only:
+        ann = trace.annotations()
+        doc["annotations"] = to_jsonable({"host": ann["host"].head(top), "device": ann["device"].head(top),
+                                          "notes": ann["notes"]})
     if window is not None:
         origin = int(trace.span[0])
         stats = trace.range_stats(origin + window[0], origin + window[1])
@@ -446,6 +451,14 @@ def _print_why(doc: dict) -> None:
         _print_table("memory copies per direction (GB/s: all bytes over all copy time)", mc["directions"],
                      ("direction", "src", "dst", "copies", "bytes", "time_ns", "gbps", "gbps_median"))
         for note in mc.get("notes", []):
+            print(f"  note         {note}")
+    an = doc.get("annotations")
+    if an is not None:
+        _print_table("record_function ranges on the host (kernels: launched inside)", an["host"],
+                     ("name", "count", "total_ns", "mean_ns", "kernels", "kernel_ns"))
+        _print_table("annotation ranges on the device (kernel: device busy inside)", an["device"],
+                     ("name", "device", "count", "total_ns", "kernels", "kernel_ns"))
+        for note in an.get("notes", []):
             print(f"  note         {note}")
     rs = doc.get("range")
     if rs is not None:

@@ -140,3 +140,8 @@ def test_cli_why_json_and_text(capsys):
     assert "--only nope" in capsys.readouterr().err
     assert main(["why", str(V100_TRACE), "--range", "9:3"]) == 1
     assert "END must be above START" in capsys.readouterr().err
+
+
+def test_annotations_route_is_the_api(client, trace):
+    doc = get(client, "annotations" + RUN)
+    assert doc == to_jsonable(trace.annotations())

@@ -170,7 +170,7 @@ class ProfilerApp:
             "distributed/matrix": self.r_dist_matrix,
             "diff": self.r_diff, "diffnode": self.r_diffnode,
             "idle": self.r_idle, "launches": self.r_launches, "steps/outliers": self.r_step_outliers,
-            "memcpy": self.r_memcpy,
+            "memcpy": self.r_memcpy, "annotations": self.r_annotations,
             "trace/range_stats": self.r_range_stats,
         }
 
@@ -505,6 +505,9 @@ class ProfilerApp:
     def r_memcpy(self, request: Request) -> Response:
         bins = Params(request.args).integer("bins", 200, 1, 2000)
         return self.one(request, views.memcpy, bins)
+
+    def r_annotations(self, request: Request) -> Response:
+        return self.one(request, views.annotations)
 
     def r_step_outliers(self, request: Request) -> Response:
         p = Params(request.args)

@@ -208,6 +208,10 @@ def memcpy(trace, bins: int) -> dict:
     return doc
 
 
+def annotations(trace) -> dict:
+    return to_jsonable(trace.annotations())
+
+
 def step_outliers(trace, factor: float) -> dict:
     doc = to_jsonable(trace.step_outliers(factor=factor))
     _rebase(doc["steps"], ("start_ns",), origin(trace))

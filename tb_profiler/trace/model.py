@@ -292,6 +292,13 @@ class Trace:
 
         return memcpy_bandwidth(self, bins=bins)
 
+    def annotations(self) -> dict:
+        """record_function ranges on the host and gpu_user_annotation ranges on the devices,
+        per name, with the device work each covers (see analysis.annotations)."""
+        from tb_profiler.analysis.annotations import annotations
+
+        return annotations(self)
+
     def step_outliers(self, factor: float = 1.5) -> dict:
         """Per-step time (median, mean, p90) and the steps above factor x the median, each
         with its breakdown against the median step (see analysis.step_outliers)."""
