@@ -138,7 +138,7 @@ export function IdleTimeSection({ sel, dark, deviceWord }: Pick<ViewProps, "sel"
   const gCols = useMemo(() => gapCols(deviceWord), [deviceWord]);
   return (
     <div className="why-idle" data-threshold-ns={threshold}>
-      <div className="controls">
+      <div className="controls" style={{ marginBottom: 10 }}>
         <Select
           label="Kernel wait below"
           title="An idle stretch whose next work was already launched counts as kernel wait below this, as other from it on"
@@ -167,13 +167,13 @@ export function IdleTimeSection({ sel, dark, deviceWord }: Pick<ViewProps, "sel"
               <DeviceTotals r={dev} deviceWord={deviceWord} />
               <Chart option={option} dark={dark} height={280} ariaLabel="Device idle time per step" />
               <div className="muted small-note">
-                Per step of {deviceWord.toLowerCase()} {dev.device}: busy time and idle time split by why it was idle. Host wait: {KIND_HINTS.host_wait.toLowerCase()}; kernel wait: launched and started within {fmtDuration(d.threshold_ns)}; other: launched, started later.
+                Per step of {deviceWord} {dev.device}: busy time and idle time split by why it was idle. Host wait: {KIND_HINTS.host_wait.toLowerCase()}; kernel wait: launched and started within {fmtDuration(d.threshold_ns)}; other: launched, started later.
               </div>
-              <h3 className="sub-head">Per {deviceWord.toLowerCase()}, over all steps</h3>
-              <DataTable rows={totals} cols={devCols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "idle-devices"]} pageSize={50} />
+              <h3 className="sub-head">Per {deviceWord}, over all steps</h3>
+              <DataTable rows={totals} cols={devCols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "idle-devices"]} pageSize={50} filterPlaceholder="Filter…" />
               <h3 className="sub-head">Per stream, over all steps</h3>
               <div className="idle-streams">
-                <DataTable rows={streams} cols={streamCols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "idle-streams"]} pageSize={50} initialSort={{ id: "idle", desc: true }} />
+                <DataTable rows={streams} cols={streamCols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "idle-streams"]} pageSize={50} initialSort={{ id: "idle", desc: true }} filterPlaceholder="Filter…" />
               </div>
               <h3 className="sub-head">Longest gaps</h3>
               <div className="idle-gaps">
@@ -181,7 +181,7 @@ export function IdleTimeSection({ sel, dark, deviceWord }: Pick<ViewProps, "sel"
                   rows={d.gaps}
                   cols={gCols}
                   exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "idle-gaps"]}
-                  pageSize={20}
+                  pageSize={25}
                   initialSort={{ id: "dur", desc: true }}
                   caption={d.gaps_total > d.gaps.length ? `The ${fmtCount(d.gaps.length)} longest of ${fmtCount(d.gaps_total)} gaps` : `${fmtCount(d.gaps_total)} gaps`}
                   onRowClick={(g) => setState({ view: "Trace", t0: String(g.start_ns), t1: String(g.end_ns), ev: undefined })}

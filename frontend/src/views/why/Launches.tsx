@@ -41,7 +41,7 @@ export function histogramOption(h: Histogram, title: string, color: string) {
         return `<div class="tt-title">${escapeHtml(title)}: ${escapeHtml(labels[i])}</div>` + tooltipLine(color, "Launches", fmtCount(h.counts[i]));
       },
     },
-    grid: { left: 56, right: 12, top: 16, bottom: 46 },
+    grid: { left: 56, right: 12, top: 30, bottom: 46 },
     xAxis: {
       type: "category",
       data: labels,
@@ -139,7 +139,7 @@ export function LaunchesSection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) 
         return (
           <div className="why-launches">
             <Notes notes={d.notes} />
-            <div className="stats launch-stats" data-launches={d.launches_total} data-short={d.short_kernels} data-short-share={d.short_share ?? ""}>
+            <div className="stats launch-stats" style={{ marginBottom: 10 }} data-launches={d.launches_total} data-short={d.short_kernels} data-short-share={d.short_share ?? ""}>
               <Stat label="Launches" value={fmtCount(d.launches_total)} />
               <Stat
                 label="Kernels shorter than their launch call"
@@ -162,7 +162,7 @@ export function LaunchesSection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) 
                   rows={d.outliers}
                   cols={oCols}
                   exportName={name("launch-outliers")}
-                  pageSize={20}
+                  pageSize={25}
                   onRowClick={(r) => {
                     const end = Math.max(r.call_start_ns + r.call_dur_ns, (r.kernel_start_ns ?? 0) + (r.kernel_dur_ns ?? 0));
                     setState({ view: "Trace", t0: String(r.call_start_ns), t1: String(end), ev: undefined });
@@ -174,7 +174,7 @@ export function LaunchesSection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) 
             </div>
             <h3 className="sub-head">Launch overhead per operator</h3>
             <div className="launch-operators">
-              <DataTable rows={d.operators} cols={opCols} exportName={name("launch-operators")} pageSize={20} filterPlaceholder="Filter operators…" />
+              <DataTable rows={d.operators} cols={opCols} exportName={name("launch-operators")} pageSize={25} filterPlaceholder="Filter operators…" />
             </div>
           </div>
         );

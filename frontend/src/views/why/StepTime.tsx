@@ -75,7 +75,7 @@ export function stepBarsOption(d: StepOutliersReply) {
         type: "bar",
         barMaxWidth: 40,
         data: steps.map((s) => ({ value: s.dur_ns, itemStyle: { color: s.outlier ? OUTLIER_COLOR : STEP_COLOR } })),
-        markLine: lines.length ? { symbol: "none", silent: true, data: lines } : undefined,
+        markLine: lines.length ? { symbol: "none", silent: true, animation: false, data: lines } : undefined,
       },
     ],
   };
@@ -109,13 +109,13 @@ export function outlierCols(): Col<OutlierStep>[] {
 function OutlierBreakdown({ r, labels, median }: { r: OutlierStep; labels: Record<string, string>; median: Record<string, number> }) {
   const cats = outlierCategories(r);
   return (
-    <table className="data compact outlier-breakdown">
+    <table className="data compact outlier-breakdown" style={{ width: "auto", minWidth: 480 }}>
       <thead>
         <tr>
-          <th>Category</th>
-          <th>This step</th>
-          <th>Median step</th>
-          <th>Δ</th>
+          <th className="t-left">Category</th>
+          <th className="t-right">This step</th>
+          <th className="t-right">Median step</th>
+          <th className="t-right">Δ</th>
         </tr>
       </thead>
       <tbody>
@@ -123,10 +123,10 @@ function OutlierBreakdown({ r, labels, median }: { r: OutlierStep; labels: Recor
           const delta = Number(r[`${c}_delta_ns`]);
           return (
             <tr key={c} className={c === r.cause ? "worse" : undefined}>
-              <td>{labels[c] ?? c}</td>
-              <td>{fmtDuration(Number(r[`${c}_ns`]))}</td>
-              <td>{fmtDuration(median[`${c}_ns`] ?? null)}</td>
-              <td>{fmtDeltaDuration(delta)}</td>
+              <td className="t-left">{labels[c] ?? c}</td>
+              <td className="t-right num">{fmtDuration(Number(r[`${c}_ns`]))}</td>
+              <td className="t-right num">{fmtDuration(median[`${c}_ns`] ?? null)}</td>
+              <td className="t-right num">{fmtDeltaDuration(delta)}</td>
             </tr>
           );
         })}
@@ -141,7 +141,7 @@ function FactorControl({ pct, onChange }: { pct: number; onChange: (pct: number)
   const [text, setText] = useState(String(pct / 100));
   const bad = custom && factorPct(text) === null;
   return (
-    <div className="controls factor-control">
+    <div className="controls factor-control" style={{ marginBottom: 10 }}>
       <Select
         label="Outlier above"
         title="A step is an outlier when it takes more than this factor × the median step"
