@@ -75,9 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
     why.add_argument("--worker", help="one worker of a run")
     why.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
-    why.add_argument("--only", default="idle,launches,steps,memcpy,annotations",
-                     help="which analyses, comma-separated: idle, launches, steps, memcpy, annotations "
-                          "(default: all)")
+    why.add_argument("--only", default=",".join(WHY_PARTS),
+                     help=f"which analyses, comma-separated: {', '.join(WHY_PARTS)} (default: all)")
     why.add_argument("--kernel-wait-us", type=float, default=30.0,
                      help="an idle gap shorter than this between kernels is 'kernel wait' (default 30)")
     why.add_argument("--factor", type=float, default=1.5, help="a step longer than FACTOR x the median is an outlier")
@@ -345,7 +344,7 @@ def trace_summary(trace: Any, top: int) -> dict:
     }
 
 
-WHY_PARTS = ("idle", "launches", "steps", "memcpy", "annotations")
+WHY_PARTS = ("idle", "launches", "queue", "steps", "memcpy", "annotations")
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -397,6 +396,8 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
         la = trace.launches()
         doc["launches"] = to_jsonable({k: v for k, v in la.items() if k != "launches"})
         doc["launches"]["operators"] = doc["launches"]["operators"][:top]
+    if "queue" in only:
+        doc["queue"] = to_jsonable(trace.queue())
     if "steps" in only:
         doc["steps"] = to_jsonable(trace.step_outliers(factor=factor))
     if "memcpy" in only:
@@ -434,6 +435,13 @@ def _print_why(doc: dict) -> None:
         _print_table("operators carrying launch overhead", la["operators"],
                      ("operator", "launches", "call_ns", "kernel_ns", "overhead_share"))
         for note in la.get("notes", []):
+            print(f"  note         {note}")
+    qu = doc.get("queue")
+    if qu is not None:
+        _print_table(f"launch queue per stream (full: {qu['full_at']} operations)", qu["streams"],
+                     ("stream", "device", "operations", "max_len", "mean_len", "time_full_ns", "blocked_calls",
+                      "blocked_ns"))
+        for note in qu.get("notes", []):
             print(f"  note         {note}")
     st = doc.get("steps")
     if st is not None and st["stats"]:

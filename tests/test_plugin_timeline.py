@@ -219,7 +219,7 @@ def test_event_detail_lists_the_recorded_flow_both_ways(client):
 # -- utilization ------------------------------------------------------------------------------
 def test_utilization_bins_equal_the_known_kernel_intervals(client):
     w = get(client, "trace?run=handmade&start_ns=0&end_ns=1000&width=100")
-    counters = {c["device"]: c for c in w["counters"]}
+    counters = {c["device"]: c for c in w["counters"] if c["kind"] == "utilization"}  # then the queue counters
     assert sorted(counters) == ["0", "1"]
     dev0, dev1 = counters["0"], counters["1"]
     assert dev0["name"] == "GPU 0 utilization" and dev0["kind"] == "utilization"
@@ -232,11 +232,11 @@ def test_utilization_bins_equal_the_known_kernel_intervals(client):
 
 def test_utilization_in_a_zoomed_window_and_below_a_nanosecond_per_bin(client):
     zoom = get(client, "trace?run=handmade&start_ns=390&end_ns=410&width=100")  # 0.2 ns per bin
-    dev0 = next(c for c in zoom["counters"] if c["device"] == "0")
+    dev0 = next(c for c in zoom["counters"] if c["device"] == "0" and c["kind"] == "utilization")
     edges = bin_edges(390, 410, 100)[:-1]
     assert dev0["values"] == [1.0 if 400 <= e < 405 else 0.0 for e in edges.tolist()]
     half = get(client, "trace?run=handmade&start_ns=0&end_ns=1000&width=200")
-    dev0 = next(c for c in half["counters"] if c["device"] == "0")
+    dev0 = next(c for c in half["counters"] if c["device"] == "0" and c["kind"] == "utilization")
     assert dev0["values"][80] == 1.0 and dev0["values"][81] == 0.0  # [400, 405) fills one 5 ns bin
 
 
@@ -270,7 +270,8 @@ def test_v100_search_flows_and_utilization_agree_with_the_trace(client):
     assert ts == sorted(ts) and all("conv" in m["name"].lower() for m in got["matches"])
 
     w = get(client, "trace?run=v100&width=1000")
-    (gpu,) = w["counters"]
+    (gpu, queue) = w["counters"]  # GPU 0's utilization, then its stream 7's launch queue
+    assert (gpu["kind"], queue["kind"], queue["stream"]) == ("utilization", "queue", 7)
     ev = trace.events
     k = ev["kind"] == Kind.KERNEL
     ms, me = merge_intervals(ev["ts"][k], ev["ts"][k] + ev["dur"][k])
@@ -311,7 +312,8 @@ def test_every_real_trace_answers_window_search_and_event(tmp_path):
                 for f in w["flows"]:
                     assert f["kind"] in ("launch", "fwdbwd", "flow") and f["from"] != f["to"]
                 for counter in w["counters"]:
-                    assert len(counter["values"]) == 800 and all(0.0 <= v <= 1.0 for v in counter["values"])
+                    top = 1.0 if counter["kind"] == "utilization" else float("inf")  # a queue counts operations
+                    assert len(counter["values"]) == 800 and all(0.0 <= v <= top for v in counter["values"])
                 if w["flows"]:
                     f = w["flows"][0]
                     links = get(c, f"trace/event?{at}&i={f['to']}")["links"]

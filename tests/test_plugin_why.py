@@ -145,3 +145,16 @@ def test_cli_why_json_and_text(capsys):
 def test_annotations_route_is_the_api(client, trace):
     doc = get(client, "annotations" + RUN)
     assert doc == to_jsonable(trace.annotations())
+
+
+def test_queue_route_and_the_timeline_queue_counter(client, trace):
+    doc = get(client, "queue" + RUN + "&full_at=500")
+    assert doc == to_jsonable(trace.queue(full_at=500))
+    (row,) = doc["streams"]
+    assert row["max_len"] > 500 and row["time_full_ns"] > 0
+    lo, hi = trace.span
+    window = get(client, f"trace{RUN}&start_ns=0&end_ns={hi - lo}&width=200")
+    queues = [c for c in window["counters"] if c["kind"] == "queue"]
+    assert [(c["device"], c["stream"]) for c in queues] == [("0", 7)]
+    assert len(queues[0]["values"]) == 200 and max(queues[0]["values"]) == row["max_len"]
+    assert get(client, "queue" + RUN + "&full_at=0", expect=400)

@@ -170,7 +170,7 @@ class ProfilerApp:
             "distributed/matrix": self.r_dist_matrix,
             "diff": self.r_diff, "diffnode": self.r_diffnode,
             "idle": self.r_idle, "launches": self.r_launches, "steps/outliers": self.r_step_outliers,
-            "memcpy": self.r_memcpy, "annotations": self.r_annotations,
+            "memcpy": self.r_memcpy, "annotations": self.r_annotations, "queue": self.r_queue,
             "trace/range_stats": self.r_range_stats,
         }
 
@@ -505,6 +505,10 @@ class ProfilerApp:
     def r_memcpy(self, request: Request) -> Response:
         bins = Params(request.args).integer("bins", 200, 1, 2000)
         return self.one(request, views.memcpy, bins)
+
+    def r_queue(self, request: Request) -> Response:
+        full_at = Params(request.args).integer("full_at", 1024, 1, 1 << 20)
+        return self.one(request, views.queue, full_at)
 
     def r_annotations(self, request: Request) -> Response:
         return self.one(request, views.annotations)

@@ -211,7 +211,7 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         "events": events,
         "busy": busy,
         "flows": flows,
-        "counters": utilization(trace, abs_a, abs_b, width),
+        "counters": utilization(trace, abs_a, abs_b, width) + queue_counters(trace, abs_a, abs_b, width),
         "counts": {"events": len(events), "busy": len(busy), "in_window": int(len(cand)),
                    "flows": len(flows), "flows_in_window": flows_in_window},
         "truncated": truncated,
@@ -479,6 +479,17 @@ def utilization(trace, abs_a: int, abs_b: int, bins: int) -> list[dict]:
              "start_ns": int(abs_a) - t0, "end_ns": int(abs_b) - t0, "bins": bins,
              "values": np.round(covered_in(ms, me, lo, hi) / (hi - lo), 4).tolist()}
             for dev, ms, me in busy]
+
+
+def queue_counters(trace, abs_a: int, abs_b: int, bins: int) -> list[dict]:
+    """Per device stream, the longest launch queue in each bin (analysis.queue)."""
+    from tb_profiler.analysis.queue import queue_bins
+
+    word = trace.device_word or "GPU"
+    t0 = origin(trace)
+    return [{"name": f"{word} {dev} stream {stream} queue", "kind": "queue", "device": str(dev), "stream": stream,
+             "start_ns": int(abs_a) - t0, "end_ns": int(abs_b) - t0, "bins": bins, "values": values.tolist()}
+            for dev, stream, values in queue_bins(trace, abs_a, abs_b, bins)]
 
 
 # -- search ----------------------------------------------------------------------------------

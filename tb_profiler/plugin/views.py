@@ -208,6 +208,10 @@ def memcpy(trace, bins: int) -> dict:
     return doc
 
 
+def queue(trace, full_at: int) -> dict:
+    return to_jsonable(trace.queue(full_at=full_at))
+
+
 def annotations(trace) -> dict:
     return to_jsonable(trace.annotations())
 

@@ -292,6 +292,13 @@ class Trace:
 
         return memcpy_bandwidth(self, bins=bins)
 
+    def queue(self, full_at: int = 1024) -> dict:
+        """Launch queue length per device stream: longest, mean, time full, host calls
+        blocked (see analysis.queue)."""
+        from tb_profiler.analysis.queue import queue_length
+
+        return queue_length(self, full_at=full_at)
+
     def annotations(self) -> dict:
         """record_function ranges on the host and gpu_user_annotation ranges on the devices,
         per name, with the device work each covers (see analysis.annotations)."""

@@ -86,6 +86,9 @@ class Run:
     def memcpy(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).memcpy(**kw)
 
+    def queue(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).queue(**kw)
+
     def annotations(self, worker: str | None = None, span: int | None = None) -> dict:
         return self.trace(worker, span).annotations()
 

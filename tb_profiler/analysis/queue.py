@@ -1,0 +1,111 @@
+"""Launch queue length: per device stream, how many launched operations have not finished.
+
+Why: the host runs ahead of the device by enqueueing work; while the queue holds work
+the device never waits for the host (the ideal for throughput), and when it is full
+(CUDA blocks a launch once about 1,024 operations are pending on a device) the host
+stalls inside the launch call instead.  A queue near zero means a launch-bound step: the
+device drains every kernel as soon as it arrives, and idle time follows.
+
+An operation (a kernel, copy or fill: device work as ``trace.roles`` defines it) joins its
+stream's queue when its runtime call starts (``links.launch``; a graph launch enqueues
+all its kernels at once) and leaves it when it ends.  Work without a launch call in the
+trace (cut off by the profiling window) is not counted, and a note says how much.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tb_profiler.analysis.links import launch
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.steps import valid_times
+from tb_profiler.trace.roles import DEVICE_WORK, role_mask
+
+__all__ = ["DEFAULT_FULL_AT", "QUEUE_COLUMNS", "queue_bins", "queue_length", "queue_series"]
+
+DEFAULT_FULL_AT = 1024
+QUEUE_COLUMNS = ["device", "stream", "operations", "max_len", "mean_len", "time_full_ns", "blocked_calls",
+                 "blocked_ns"]
+
+
+@per_trace
+def queue_series(trace) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """Per (device, stream): (times, queue length from each time to the next), the step
+    function's change points in time order (the last length is 0)."""
+    ev = trace.events
+    call = launch(trace)
+    dev = trace.event_devices
+    work = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK) & valid_times(trace) & (call >= 0) & (dev >= 0))
+    if not len(work):
+        return {}
+    enq = ev["ts"][call[work]].astype(np.int64)
+    deq = (ev["ts"][work] + ev["dur"][work]).astype(np.int64)
+    key = dev[work].astype(np.int64) * (1 << 32) + trace.event_streams[work].astype(np.int64)
+    out = {}
+    for k in np.unique(key).tolist():  # a loop over streams, not events
+        mine = key == k
+        t = np.concatenate([enq[mine], deq[mine]])
+        d = np.concatenate([np.ones(mine.sum(), np.int64), -np.ones(mine.sum(), np.int64)])
+        order = np.lexsort((d, t))  # at one instant, leave before join: the length never overshoots
+        t, length = t[order], np.cumsum(d[order])
+        last = np.r_[t[1:] != t[:-1], True]  # one value per instant: the length after all its changes
+        out[(int(k >> 32), int(k & 0xFFFFFFFF))] = (t[last], length[last])
+    return out
+
+
+def queue_length(trace, *, full_at: int = DEFAULT_FULL_AT) -> dict:
+    """Per stream: operations queued, the longest and the time-weighted mean queue, the
+    time it was at least ``full_at`` long, and the launch calls that started while it was
+    (the host blocked: their time summed).
+
+    Returns {"streams": QUEUE_COLUMNS per (device, stream), "full_at", "notes"}; the curves
+    themselves come from ``queue_series`` (and ``queue_bins`` for a window)."""
+    if full_at < 1:
+        raise ValueError(f"full_at {full_at}: at least 1")
+    series = queue_series(trace)
+    ev = trace.events
+    call = launch(trace)
+    notes = []
+    work = role_mask(trace.roles, DEVICE_WORK) & valid_times(trace)
+    lost = int((work & (call < 0)).sum())
+    if lost:
+        notes.append(f"{lost} device operations have no launch call in the trace (cut off by the profiling window?): "
+                     "not counted in the queues")
+    if not series:
+        notes.append("no launched device work: no queue")
+        return {"streams": pd.DataFrame({c: pd.Series(dtype=np.float64 if c == "mean_len" else np.int64)
+                                         for c in QUEUE_COLUMNS}), "full_at": full_at, "notes": notes}
+    rows = []
+    dev_rows = np.flatnonzero(work & (call >= 0))
+    key = trace.event_devices[dev_rows].astype(np.int64) * (1 << 32) + trace.event_streams[dev_rows]
+    for (d, s), (t, length) in series.items():
+        span = np.diff(t)
+        held = length[:-1]
+        total = int(t[-1] - t[0])
+        full = held >= full_at
+        calls = np.unique(call[dev_rows[key == d * (1 << 32) + s]])
+        at = np.searchsorted(t, ev["ts"][calls], side="left") - 1  # the length just before each call
+        blocked = calls[(at >= 0) & (length[np.maximum(at, 0)] >= full_at)]
+        rows.append({"device": d, "stream": s, "operations": int(np.sum(key == d * (1 << 32) + s)),
+                     "max_len": int(length.max()), "mean_len": float((held * span).sum() / total) if total else 0.0,
+                     "time_full_ns": int(span[full].sum()), "blocked_calls": int(len(blocked)),
+                     "blocked_ns": int(ev["dur"][blocked].sum())})
+    frame = pd.DataFrame(rows, columns=QUEUE_COLUMNS).sort_values(["device", "stream"]).reset_index(drop=True)
+    return {"streams": frame, "full_at": full_at, "notes": notes}
+
+
+def queue_bins(trace, abs_a: int, abs_b: int, bins: int) -> list[tuple[int, int, np.ndarray]]:
+    """Per (device, stream): the longest queue in each of ``bins`` equal bins of
+    [abs_a, abs_b) (what a counter track draws: a short peak stays visible)."""
+    edges = np.linspace(abs_a, abs_b, bins + 1).round().astype(np.int64)
+    out = []
+    for (d, s), (t, length) in queue_series(trace).items():
+        # the length at each bin's start, then the maximum of every change inside the bin
+        start = np.searchsorted(t, edges[:-1], side="right") - 1
+        values = np.where(start >= 0, length[np.maximum(start, 0)], 0)
+        inside = (t >= abs_a) & (t < abs_b)
+        which = np.searchsorted(edges, t[inside], side="right") - 1
+        which = np.clip(which, 0, bins - 1)
+        np.maximum.at(values, which, length[inside])
+        out.append((d, s, values))
+    return out
