@@ -12,6 +12,7 @@ the console stays clean; screenshots: test-output/screenshots/why-*.png.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -24,6 +25,7 @@ from test_browser_views import (api, assert_clean, assert_same_rows, card, expor
 expect = pytest.importorskip("playwright.sync_api").expect
 
 RUN = "v100"
+CPU_RUN = "cpu_only"   # a handmade trace of 4 steps without device work
 SCREENS = "why"
 OUTLIER_RED = "#c5221f"
 
@@ -33,6 +35,11 @@ def why_url(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("why")
     (tmp / "logdir" / RUN).mkdir(parents=True)
     shutil.copy(V100_TRACE, tmp / "logdir" / RUN / V100_TRACE.name)
+    (tmp / "logdir" / CPU_RUN).mkdir()
+    events = [e for s in range(4) for e in (
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": 1000 + 100 * s, "dur": 90},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1010 + 100 * s, "dur": 50 + s})]
+    (tmp / "logdir" / CPU_RUN / "worker0.1.pt.trace.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
     with serving(tmp / "logdir", tmp / "cache") as base:
         yield base
 
@@ -188,4 +195,21 @@ def test_kernel_launches_match_the_api(why_url, watch):
         expect(sec.locator(".launch-outliers")).to_contain_text("No launch waits")
     assert_same_rows(export_csv(sec.locator(".launch-operators .table-wrap")), d["operators"], OPERATORS)
     section_shot(sec, f"{SCREENS}-launches")
+    assert_clean(watch)
+
+
+def test_a_trace_without_device_work_says_so(why_url, watch):
+    idle = api(why_url, "idle", run=CPU_RUN)
+    launches = api(why_url, "launches", run=CPU_RUN)
+    steps = api(why_url, "steps/outliers", run=CPU_RUN)
+    assert idle["devices"] == [] and launches["calls"] == [] and steps["stats"]["steps"] == 4
+    dw = api(why_url, "overview", run=CPU_RUN).get("device_word") or "Device"
+    watch.open(f"{why_url}/{hash_state(view='Overview', run=CPU_RUN)}")
+    page = watch.page
+    expect(stat(card(page, "Step time"), "Median step").locator(".stat-value")).to_have_text(fmt_duration(steps["stats"]["median_ns"], 4))
+    sec = card(page, f"{dw} idle time")
+    expect(sec.locator(".empty")).to_contain_text(idle["notes"][0])
+    expect(sec.locator("select")).to_have_count(0)  # no threshold to pick
+    # no Kernel view at all for such a run (the Launches section lives there)
+    expect(page.get_by_role("tab", name="Kernel")).to_have_count(0)
     assert_clean(watch)

@@ -138,6 +138,7 @@ export function IdleTimeSection({ sel, dark, deviceWord }: Pick<ViewProps, "sel"
   const gCols = useMemo(() => gapCols(deviceWord), [deviceWord]);
   return (
     <div className="why-idle" data-threshold-ns={threshold}>
+      {(!state.data || totals.length > 0) && (
       <div className="controls" style={{ marginBottom: 10 }}>
         <Select
           label="Kernel wait below"
@@ -155,6 +156,7 @@ export function IdleTimeSection({ sel, dark, deviceWord }: Pick<ViewProps, "sel"
           />
         )}
       </div>
+      )}
       <Loaded state={state}>
         {(d) => {
           if (!totals.length || !dev) {
