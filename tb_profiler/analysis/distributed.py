@@ -141,6 +141,7 @@ def distributed_from_summaries(summaries: Sequence) -> dict:
                      "with host collectives): their numbers do not compare directly")
     return {"ranks": _rank_totals(per_step, ranked), "steps": per_step,
             "collectives": _collective_table(recs, windows), "info": _info(ranked, world, missing),
+            "arrivals": late_arrivals(recs, windows),
             "notes": notes, "instances": instances(recs), "clock": clock,
             "excluded": pd.DataFrame(excluded, columns=EXCLUDED_COLUMNS).astype({"rank": "int64"})}
 
@@ -289,7 +290,7 @@ def _step_rows(ranked: list, recs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     step_at, comm_at = np.cumsum([0, *n_steps]), np.cumsum([0, *n_comm])
     for i, (rank, _, _) in enumerate(ranked):  # numpy calls on the rank's own slices
         a, b = step_at[i], step_at[i + 1]
-        windows[rank] = (lo[a:b], hi[a:b])
+        windows[rank] = (lo[a:b], hi[a:b], steps["step"][a:b])
         mine = where.get(rank, none)
         intervals = (comm["start"][comm_at[i]:comm_at[i + 1]], comm["end"][comm_at[i]:comm_at[i + 1]])
         wait[a:b] = covered_in(*intersect(merge_intervals(starts[mine], starts[mine] + waits[mine]), intervals),
@@ -315,6 +316,37 @@ def _stacked(ranked: list, frame: str, columns: list[str]) -> tuple[dict[str, np
     return {c: table[c].to_numpy(np.int64) if len(table) else none for c in columns}, counts.tolist()
 
 
+ARRIVAL_COLUMNS = ["rank", "worker", "step", "instances", "last", "late_ns", "late_max_ns"]
+
+
+def late_arrivals(recs: pd.DataFrame, windows: dict) -> pd.DataFrame:
+    """Per rank and step: the matched collective instances it joined, how often it was the
+    last rank to arrive, and how late it arrived (its aligned start less the first rank's,
+    summed and at most): who the others waited for, and when.  Step -1: outside its steps."""
+    r = recs[recs["matched"]] if len(recs) else recs
+    if r.empty:
+        return _empty(ARRIVAL_COLUMNS).astype({"worker": object})
+    grp = r.groupby("gid", sort=False)["astart"]
+    late = (r["astart"] - grp.transform("min")).to_numpy(np.int64)
+    last = (r["astart"] == grp.transform("max")).to_numpy(bool) & (late > 0)
+    step = np.full(len(r), -1, dtype=np.int64)
+    ranks, starts = r["rank"].to_numpy(np.int64), r["start"].to_numpy(np.int64)
+    for rank, mine in r.groupby("rank", sort=False).indices.items():  # one pass per rank
+        if rank in windows:
+            lo, hi, numbers = windows[rank]
+            order = np.argsort(lo)
+            i = np.searchsorted(lo[order], starts[mine], side="right") - 1
+            inside = (i >= 0) & (starts[mine] < hi[order][np.maximum(i, 0)])
+            step[mine] = np.where(inside, np.asarray(numbers)[order][np.maximum(i, 0)], -1)
+    frame = pd.DataFrame({"rank": ranks, "worker": r["worker"].to_numpy(object), "step": step, "late": late,
+                          "last": last})
+    out = (frame.groupby(["rank", "worker", "step"], sort=True)
+           .agg(instances=("late", "size"), last=("last", "sum"), late_ns=("late", "sum"), late_max_ns=("late", "max"))
+           .reset_index())
+    return out.astype({"instances": np.int64, "last": np.int64, "late_ns": np.int64, "late_max_ns": np.int64})[
+        ARRIVAL_COLUMNS]
+
+
 def _in_windows(start: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Whether each start lies inside one of the (sorted, disjoint) windows."""
     order = np.argsort(lo)
@@ -335,7 +367,7 @@ def _collective_table(ranked: pd.DataFrame, windows: dict) -> pd.DataFrame:
     starts = ranked["start"].to_numpy()
     for rank, mine in ranked.groupby("rank", sort=False).indices.items():  # one pass per rank, not per event
         if rank in windows:
-            keep[mine] = _in_windows(starts[mine], *windows[rank])
+            keep[mine] = _in_windows(starts[mine], *windows[rank][:2])
     r = ranked[keep]
     dur = r["end"] - r["start"]
     size = r["size_bytes"].astype("float64")

@@ -26,7 +26,8 @@ import pandas as pd
 
 from tb_profiler.analysis.recommendations import fmt_ns
 
-__all__ = ["FLOOR", "MIN_RANKS", "RELATIVE", "ROBUST_Z", "STRAGGLER_COLUMNS", "step_matrix", "stragglers"]
+__all__ = ["FLOOR", "LATE_COLUMNS", "MIN_RANKS", "OPERATOR_COLUMNS", "RELATIVE", "ROBUST_Z", "STRAGGLER_COLUMNS",
+           "late_ranks", "step_matrix", "stragglers"]
 
 RELATIVE = 0.10
 ROBUST_Z = 3.0
@@ -106,3 +107,77 @@ def step_matrix(result: dict, max_cells: int) -> dict:
              .reindex(index=ranks, columns=steps))
     values = [[None if np.isnan(v) else int(v) for v in row] for row in table.to_numpy(dtype="float64").tolist()]
     return {"ranks": ranks, "steps": steps.tolist(), "step_ns": values, "truncated": bool(truncated)}
+
+
+LATE_COLUMNS = ["rank", "worker", "instances", "last", "last_share", "late_ns", "late_per_step_ns", "late_max_ns",
+                "worst_step", "worst_step_late_ns"]
+OPERATOR_COLUMNS = ["rank", "name", "rank_ns", "median_ns", "excess_ns"]
+
+
+def late_ranks(result: dict, summaries: list, top_ranks: int = 5, top_operators: int = 5) -> dict:
+    """Who the other ranks waited for, and why.
+
+    From ``result["arrivals"]`` (per rank and step: how late the rank arrived at each matched
+    collective instance): per rank, instances joined, how often it was the last to arrive,
+    its lateness summed, per step and at most, and its worst step (LATE_COLUMNS), latest
+    first.  For the ``top_ranks`` latest ranks, the operators that ran longer on that rank
+    than on the median rank, per step (self time; OPERATOR_COLUMNS; on the timeline its collectives
+    are measured on: device time for communication kernels, host time for host
+    collectives): what kept it from arriving.  ``summaries``: the same TraceSummaries the
+    result was computed from (their operators tables; no events)."""
+    arrivals = result["arrivals"]
+    if arrivals.empty:
+        return {"ranks": pd.DataFrame(columns=LATE_COLUMNS), "operators": pd.DataFrame(columns=OPERATOR_COLUMNS),
+                "notes": ["no collective instance matched across ranks: nobody waited for anybody"]}
+    per = arrivals.groupby(["rank", "worker"], sort=True).agg(
+        instances=("instances", "sum"), last=("last", "sum"), late_ns=("late_ns", "sum"),
+        late_max_ns=("late_max_ns", "max")).reset_index()
+    in_steps = arrivals[arrivals["step"] >= 0]
+    worst = in_steps.loc[in_steps.groupby("rank")["late_ns"].idxmax()].set_index("rank") if len(in_steps) else None
+    steps = result["ranks"].set_index("rank")["steps"]
+    n = per["rank"].map(steps).fillna(0).to_numpy(np.int64)
+    per["last_share"] = per["last"] / per["instances"]
+    per["late_per_step_ns"] = np.where(n > 0, np.rint(per["late_ns"] / np.maximum(n, 1)), np.nan)
+    per["worst_step"] = pd.array(per["rank"].map(worst["step"]) if worst is not None else [None] * len(per),
+                                 dtype="Int64")
+    per["worst_step_late_ns"] = pd.array(per["rank"].map(worst["late_ns"]) if worst is not None
+                                         else [None] * len(per), dtype="Int64")
+    per = per.sort_values(["late_ns", "rank"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    late = per[per["late_ns"] > 0]["rank"].head(top_ranks).tolist()
+    return {"ranks": per[LATE_COLUMNS], "operators": _long_operators(result, summaries, late, top_operators),
+            "notes": []}
+
+
+def _long_operators(result: dict, summaries: list, ranks: list[int], top: int) -> pd.DataFrame:
+    """Per late rank, the operators whose self time per step most exceeds the median rank's
+    (self time: a wrapper that only calls the slow operator does not hide it)."""
+    from tb_profiler.analysis.communication import is_comm_name
+    from tb_profiler.summary.model import stack
+
+    by_worker = {s.worker: s for s in summaries if not isinstance(s, BaseException)}
+    rank_rows = result["ranks"]
+    ranked = [(int(r), by_worker[w]) for r, w in zip(rank_rows["rank"], rank_rows["worker"]) if w in by_worker]
+    if not ranks or not ranked:
+        return pd.DataFrame(columns=OPERATOR_COLUMNS)
+    table, counts = stack([s for _, s in ranked], "operators", ["name", "host_self_ns", "device_self_ns"])
+    if table.empty:
+        return pd.DataFrame(columns=OPERATOR_COLUMNS)
+    rank_of = np.repeat([r for r, _ in ranked], counts)
+    n_steps = np.repeat([max(len(s.steps), 1) for _, s in ranked], counts)
+    device = np.repeat([s.measured_on == "device" for _, s in ranked], counts)
+    ns = np.where(device, table["device_self_ns"].to_numpy(np.int64), table["host_self_ns"].to_numpy(np.int64))
+    names = table["name"].to_numpy(object)
+    keep = ~np.array([is_comm_name(n) or n.startswith("ProfilerStep#") for n in pd.unique(names)], bool)[
+        pd.factorize(names)[0]]  # the collectives themselves are where it waited, not why
+    frame = pd.DataFrame({"rank": rank_of[keep], "name": names[keep], "ns": (ns / n_steps)[keep]})
+    wide = frame.pivot_table(index="name", columns="rank", values="ns", aggfunc="sum", fill_value=0.0)
+    median = wide.median(axis=1)
+    out = []
+    for r in ranks:
+        if r not in wide.columns:
+            continue
+        excess = (wide[r] - median).sort_values(ascending=False).head(top)
+        excess = excess[excess > 0]
+        out += [{"rank": r, "name": name, "rank_ns": int(round(wide.at[name, r])), "median_ns": int(round(median[name])),
+                 "excess_ns": int(round(v))} for name, v in excess.items()]
+    return pd.DataFrame(out, columns=OPERATOR_COLUMNS)

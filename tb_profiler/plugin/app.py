@@ -167,7 +167,7 @@ class ProfilerApp:
             "distributed/gpuinfo": self.r_dist_gpuinfo, "distributed/overlap": self.r_dist_overlap,
             "distributed/waittime": self.r_dist_wait, "distributed/commops": self.r_dist_commops,
             "distributed/ranks": self.r_dist_ranks, "distributed/instances": self.r_dist_instances,
-            "distributed/matrix": self.r_dist_matrix,
+            "distributed/matrix": self.r_dist_matrix, "distributed/stragglers": self.r_dist_stragglers,
             "diff": self.r_diff, "diffnode": self.r_diffnode,
             "idle": self.r_idle, "launches": self.r_launches, "steps/outliers": self.r_step_outliers,
             "memcpy": self.r_memcpy, "annotations": self.r_annotations, "queue": self.r_queue,
@@ -654,6 +654,9 @@ class ProfilerApp:
 
     def r_dist_ranks(self, request: Request) -> Response:
         return self._dist(request, lambda run: views.dist_ranks(run, MAX_MATRIX_CELLS))
+
+    def r_dist_stragglers(self, request: Request) -> Response:
+        return self._dist(request, views.dist_stragglers)
 
     def r_dist_instances(self, request: Request) -> Response:
         p = Params(request.args)
