@@ -157,5 +157,19 @@ def test_ruler_drag_selects_a_range_and_shows_its_statistics(v100_url, watch):
     # one request per selected range, none while dragging
     ranges = [(q["start_ns"][0], q["end_ns"][0]) for q in (parse_qs(urlparse(u).query) for u in asked)]
     assert ranges == [(str(r0), str(r1)), (str(s0), str(s1))], ranges
+
+    # a range is kept in the URL (r0, r1): a reload shows it and its statistics again
+    c = canvas.bounding_box()
+    page.mouse.move(c["x"] + 200, c["y"] + RULER_H / 2)
+    page.mouse.down()
+    page.mouse.move(c["x"] + 500, c["y"] + RULER_H / 2, steps=6)
+    page.mouse.up()
+    until(page, lambda: attr("data-range-start") and panel.count() == 1, "a third range")
+    t0, t1 = attr("data-range-start"), attr("data-range-end")
+    until(page, lambda: f"r0={t0}" in page.url and f"r1={t1}" in page.url, "the range in the URL")
+    page.reload()
+    until(page, lambda: attr("data-range-start") == t0 and attr("data-range-end") == t1, "the range after a reload")
+    until(page, lambda: panel.get_attribute("data-start-ns") == t0 and panel.get_attribute("data-events"),
+          "its statistics after a reload")
     assert watch.errors == [], watch.errors
     assert watch.outside == [], watch.outside

@@ -119,3 +119,19 @@ export const TOOLTIP_BASE = {
   renderMode: "html" as const,
   extraCssText: "max-width:520px;white-space:normal;word-break:break-all;",
 };
+
+/** An axis tooltip over bars drawn one per row: ``format`` gets the hovered row (by the
+ * first series' data index), the series' params and the index; nothing outside the rows. */
+export function rowTooltip<T>(rows: readonly T[], format: (row: T, params: any[], index: number) => string) {
+  return {
+    ...TOOLTIP_BASE,
+    trigger: "axis" as const,
+    axisPointer: { type: "shadow" as const },
+    formatter: (params: any) => {
+      const ps = Array.isArray(params) ? params : [params];
+      const i = ps[0]?.dataIndex ?? -1;
+      return i >= 0 && i < rows.length ? format(rows[i], ps, i) : "";
+    },
+  };
+}
+

@@ -16,6 +16,7 @@ import { setState } from "../state/store";
 import { Timeline, type Counter, type FlowLink } from "../timeline/Timeline";
 import { fitRange, isWellVisible, jumpWindow, type Range } from "../timeline/coords";
 import { fmtBytes, fmtCount, fmtDuration } from "../util/format";
+import { parseRange } from "../timeline/rangeSelect";
 import { useTimelineWindow } from "./trace/useWindow";
 import { TraceRanksView } from "./trace/Ranks";
 import { windowCounters } from "./trace/counters";
@@ -41,7 +42,7 @@ function ModeToggle({ ranks }: { ranks: boolean }) {
     <Tabs
       label="Trace of one worker or of several ranks"
       value={ranks ? "ranks" : "one"}
-      onChange={(v) => setState({ tmode: v === "ranks" ? "ranks" : undefined, t0: undefined, t1: undefined, ev: undefined })}
+      onChange={(v) => setState({ tmode: v === "ranks" ? "ranks" : undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined })}
       options={[{ value: "one", label: "One worker" }, { value: "ranks", label: "Ranks" }]}
     />
   );
@@ -53,9 +54,11 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
   const [search, setSearch] = useState("");
   const [reveal, setReveal] = useState<{ track: number; depth: number; nonce: number } | null>(null);
   const revealNext = useRef(false);
-  // the time range selected on the ruler (whole ns on the timeline's clock); another trace: none
-  const [rangeSel, setRangeSel] = useState<Range | null>(null);
-  useEffect(() => setRangeSel(null), [selKey]);
+  // the time range selected on the ruler (whole ns on the timeline's clock), kept in the URL
+  // (r0, r1) so a reload or a shared link shows it; choosing another trace clears it
+  const rangeSel = useMemo(() => parseRange(st.r0, st.r1), [st.r0, st.r1]);
+  const setRangeSel = (r: Range | null) =>
+    setState({ r0: r ? String(r.start) : undefined, r1: r ? String(r.end) : undefined });
 
   // memory as counter tracks over the window (traces without memory records: none)
   const [showMem, setShowMem] = useState(true);

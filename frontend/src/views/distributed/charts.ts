@@ -4,7 +4,7 @@
 // bidi controls (canvas labels).
 
 import type { RankRow } from "../../api/types";
-import { TOOLTIP_BASE } from "../../components/Chart";
+import { rowTooltip, TOOLTIP_BASE } from "../../components/Chart";
 import { escapeHtml, tooltipLine } from "../../util/escape";
 import { fmtBytes, fmtDuration } from "../../util/format";
 import { barParts, bidiSafe, rankLabel, type BytesMatrix, type Heatmap } from "./data";
@@ -39,21 +39,13 @@ export function rankBarsOption(rows: RankRow[], mode: BarMode, shown: number, da
   const series = BAR_SERIES[mode];
   const zoom = shown < rows.length;
   return {
-    tooltip: {
-      ...TOOLTIP_BASE,
-      trigger: "axis",
-      axisPointer: { type: "shadow" },
-      formatter: (params: any) => {
-        const ps = Array.isArray(params) ? params : [params];
-        const r = rows[ps[0]?.dataIndex ?? -1];
-        if (!r) return "";
-        const lines = ps.map((p: any) => tooltipLine(String(p.color ?? "#888"), p.seriesName, fmtDuration(Number(p.value))));
-        const head = `<div class="tt-title">rank ${r.rank} · ${escapeHtml(r.worker)}</div>`;
-        const step = tooltipLine("#888", "Step time", fmtDuration(r.step_ns));
-        const why = r.outlier ? `<div class="tt-warn">⚠ ${escapeHtml(r.outlier_reason ?? "outlier")}</div>` : "";
-        return head + [step, ...lines].join("<br>") + why;
-      },
-    },
+    tooltip: rowTooltip(rows, (r, ps) => {
+      const lines = ps.map((p: any) => tooltipLine(String(p.color ?? "#888"), p.seriesName, fmtDuration(Number(p.value))));
+      const head = `<div class="tt-title">rank ${r.rank} · ${escapeHtml(r.worker)}</div>`;
+      const step = tooltipLine("#888", "Step time", fmtDuration(r.step_ns));
+      const why = r.outlier ? `<div class="tt-warn">⚠ ${escapeHtml(r.outlier_reason ?? "outlier")}</div>` : "";
+      return head + [step, ...lines].join("<br>") + why;
+    }),
     legend: { top: 0 },
     grid: { left: 90, right: zoom ? 56 : 24, top: 30, bottom: 44 },
     xAxis: { type: "value", name: "mean per step", nameLocation: "middle", nameGap: 26, axisLabel: { formatter: (v: number) => fmtDuration(v) } },

@@ -8,7 +8,7 @@ import { useMemo, useState } from "react";
 import type { ViewProps } from "../../App";
 import { useApi } from "../../api/hooks";
 import type { IdleGap, IdleReply, IdleRow } from "../../api/why";
-import { Chart, TOOLTIP_BASE } from "../../components/Chart";
+import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Select, Stat } from "../../components/common";
 import { setState } from "../../state/store";
@@ -57,19 +57,11 @@ export function deviceSteps(d: IdleReply, device: number): IdleRow[] {
 /** Stacked bars per step of one device: busy, host wait, kernel wait, other (they add up to the step). */
 export function idleBarsOption(rows: IdleRow[], deviceWord: string) {
   return {
-    tooltip: {
-      ...TOOLTIP_BASE,
-      trigger: "axis",
-      axisPointer: { type: "shadow" },
-      formatter: (params: any) => {
-        const ps = Array.isArray(params) ? params : [params];
-        const r = rows[ps[0]?.dataIndex ?? -1];
-        if (!r) return "";
-        const head = `<div class="tt-title">${escapeHtml(`${deviceWord} ${r.device}, step ${r.step}`)}</div>`;
-        const lines = PARTS.map((p) => tooltipLine(p.color, p.name, `${fmtDuration(r[p.key])} (${fmtPct(share(r[p.key], r.window_ns))})`));
-        return head + [tooltipLine("#888", "Step window", fmtDuration(r.window_ns)), ...lines].join("<br>");
-      },
-    },
+    tooltip: rowTooltip(rows, (r) => {
+      const head = `<div class="tt-title">${escapeHtml(`${deviceWord} ${r.device}, step ${r.step}`)}</div>`;
+      const lines = PARTS.map((p) => tooltipLine(p.color, p.name, `${fmtDuration(r[p.key])} (${fmtPct(share(r[p.key], r.window_ns))})`));
+      return head + [tooltipLine("#888", "Step window", fmtDuration(r.window_ns)), ...lines].join("<br>");
+    }),
     legend: { top: 0 },
     grid: { left: 70, right: 20, top: 32, bottom: 40 },
     xAxis: { type: "category", data: rows.map((r) => String(r.step)), name: "Step", nameLocation: "middle", nameGap: 26 },

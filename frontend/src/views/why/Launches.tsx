@@ -8,7 +8,7 @@ import { useMemo } from "react";
 import type { ViewProps } from "../../App";
 import { useApi } from "../../api/hooks";
 import type { Histogram, LaunchCallRow, LaunchesReply, LaunchOperatorRow, LaunchOutlier } from "../../api/why";
-import { Chart, TOOLTIP_BASE } from "../../components/Chart";
+import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Stat } from "../../components/common";
 import { setState } from "../../state/store";
@@ -30,17 +30,8 @@ export function binLabels(h: Histogram): string[] {
 export function histogramOption(h: Histogram, title: string, color: string) {
   const labels = binLabels(h);
   return {
-    tooltip: {
-      ...TOOLTIP_BASE,
-      trigger: "axis",
-      axisPointer: { type: "shadow" },
-      formatter: (params: any) => {
-        const ps = Array.isArray(params) ? params : [params];
-        const i = ps[0]?.dataIndex ?? -1;
-        if (i < 0 || i >= h.counts.length) return "";
-        return `<div class="tt-title">${escapeHtml(title)}: ${escapeHtml(labels[i])}</div>` + tooltipLine(color, "Launches", fmtCount(h.counts[i]));
-      },
-    },
+    tooltip: rowTooltip(h.counts, (count, _ps, i) =>
+      `<div class="tt-title">${escapeHtml(title)}: ${escapeHtml(labels[i])}</div>` + tooltipLine(color, "Launches", fmtCount(count))),
     grid: { left: 56, right: 12, top: 30, bottom: 46 },
     xAxis: {
       type: "category",

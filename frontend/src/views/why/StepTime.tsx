@@ -8,7 +8,7 @@ import { useMemo, useState } from "react";
 import type { ViewProps } from "../../App";
 import { useApi } from "../../api/hooks";
 import type { OutlierStep, StepOutlierRow, StepOutliersReply } from "../../api/why";
-import { Chart, TOOLTIP_BASE } from "../../components/Chart";
+import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Select, Stat } from "../../components/common";
 import { setState } from "../../state/store";
@@ -50,22 +50,14 @@ export function stepBarsOption(d: StepOutliersReply) {
       ]
     : [];
   return {
-    tooltip: {
-      ...TOOLTIP_BASE,
-      trigger: "axis",
-      axisPointer: { type: "shadow" },
-      formatter: (params: any) => {
-        const ps = Array.isArray(params) ? params : [params];
-        const s: StepOutlierRow | undefined = steps[ps[0]?.dataIndex ?? -1];
-        if (!s) return "";
-        const head = `<div class="tt-title">${escapeHtml(s.name)}</div>`;
-        const body = [
-          tooltipLine(s.outlier ? OUTLIER_COLOR : STEP_COLOR, "Duration", fmtDuration(s.dur_ns, 4)),
-          tooltipLine("#888", "× median", s.ratio === null ? "–" : fmtNumber(s.ratio, 3)),
-        ].join("<br>");
-        return head + body + (s.outlier ? `<div class="tt-warn">⚠ outlier: above ${escapeHtml(factorLabel(Math.round((st?.factor ?? 1.5) * 100)))} the median</div>` : "");
-      },
-    },
+    tooltip: rowTooltip(steps, (s: StepOutlierRow) => {
+      const head = `<div class="tt-title">${escapeHtml(s.name)}</div>`;
+      const body = [
+        tooltipLine(s.outlier ? OUTLIER_COLOR : STEP_COLOR, "Duration", fmtDuration(s.dur_ns, 4)),
+        tooltipLine("#888", "× median", s.ratio === null ? "–" : fmtNumber(s.ratio, 3)),
+      ].join("<br>");
+      return head + body + (s.outlier ? `<div class="tt-warn">⚠ outlier: above ${escapeHtml(factorLabel(Math.round((st?.factor ?? 1.5) * 100)))} the median</div>` : "");
+    }),
     grid: { left: 70, right: 20, top: 24, bottom: 40 },
     xAxis: { type: "category", data: steps.map((s) => String(s.step)), name: "Step", nameLocation: "middle", nameGap: 26 },
     yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
