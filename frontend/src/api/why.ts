@@ -1,5 +1,8 @@
 // Replies of the "Why is the step slow" routes (docs/api.md): idle, launches,
-// steps/outliers. Durations in exact integer ns, times relative to the trace's origin.
+// steps/outliers, memcpy, queue, annotations, distributed/stragglers. Durations in exact
+// integer ns, times relative to the trace's origin.
+
+import type { DistInfo } from "./types";
 
 /** One row of `idle`'s devices (stream -1) or streams; step -1: over all steps. */
 export interface IdleRow {
@@ -134,5 +137,130 @@ export interface StepOutliersReply {
   stats: StepStats | null;
   outliers: OutlierStep[];
   median_step: Record<string, number>;
+  notes: string[];
+}
+
+// memcpy, queue, annotations (per trace) and distributed/stragglers (per run).
+
+export type CopyDirection = "H2D" | "D2H" | "D2D" | "P2P" | "H2H" | "other";
+
+/** One copy of `memcpy`'s `copies` (the largest, by start); bytes -1: unknown. gbps: bytes per ns. */
+export interface CopyRow {
+  name: string;
+  direction: CopyDirection | string;
+  /** memory kinds as the name says them: Pageable, Pinned, Device; null otherwise */
+  src: string | null;
+  dst: string | null;
+  device: number | null;
+  stream: number | null;
+  start_ns: number;
+  dur_ns: number;
+  bytes: number;
+  gbps: number | null;
+  operator: string | null;
+  step: number | null;
+}
+
+/** Per direction and src/dst: gbps = all bytes over all copy time; median/min/max of the single copies. */
+export interface CopyDirectionRow {
+  direction: CopyDirection | string;
+  src: string | null;
+  dst: string | null;
+  copies: number;
+  bytes: number;
+  time_ns: number;
+  gbps: number | null;
+  gbps_median: number | null;
+  gbps_min: number | null;
+  gbps_max: number | null;
+}
+
+/** `edges` (bins + 1 times, ns) and per direction the GB/s each bin carried. */
+export type CopyOverTime = { edges: number[] } & Record<string, number[]>;
+
+export interface MemcpyReply {
+  copies: CopyRow[];
+  copies_total: number;
+  directions: CopyDirectionRow[];
+  over_time: CopyOverTime;
+  notes: string[];
+}
+
+export interface QueueStreamRow {
+  device: number;
+  stream: number;
+  operations: number;
+  max_len: number;
+  /** time-weighted */
+  mean_len: number | null;
+  time_full_ns: number;
+  blocked_calls: number;
+  blocked_ns: number;
+}
+
+export interface QueueReply {
+  streams: QueueStreamRow[];
+  full_at: number;
+  notes: string[];
+}
+
+export interface AnnotationRow {
+  name: string;
+  count: number;
+  total_ns: number;
+  mean_ns: number | null;
+  max_ns: number;
+  kernels: number;
+  kernel_ns: number;
+}
+
+export interface DeviceAnnotationRow extends AnnotationRow {
+  device: number;
+}
+
+export interface AnnotationsReply {
+  host: AnnotationRow[];
+  device: DeviceAnnotationRow[];
+  notes: string[];
+}
+
+/** A rank of `distributed/stragglers`, latest first. */
+export interface LateRankRow {
+  rank: number;
+  worker: string;
+  instances: number;
+  last: number;
+  last_share: number | null;
+  late_ns: number;
+  late_per_step_ns: number | null;
+  late_max_ns: number;
+  worst_step: number | null;
+  worst_step_late_ns: number | null;
+}
+
+export interface LateOperatorRow {
+  rank: number;
+  name: string;
+  rank_ns: number;
+  median_ns: number;
+  excess_ns: number;
+}
+
+export interface LateArrivalRow {
+  rank: number;
+  worker: string;
+  step: number;
+  instances: number;
+  last: number;
+  late_ns: number;
+  late_max_ns: number;
+}
+
+export interface StragglersReply {
+  info: DistInfo;
+  ranks: LateRankRow[];
+  operators: LateOperatorRow[];
+  arrivals: LateArrivalRow[];
+  arrivals_total: number;
   notes: string[];
 }

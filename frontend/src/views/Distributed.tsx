@@ -17,6 +17,7 @@ import { fmtBytes, fmtDuration } from "../util/format";
 import { timeCols } from "./distributed/columns";
 import { rankRanges } from "./distributed/data";
 import { fmtGBps, InstancesTable, MatrixSection } from "./distributed/Instances";
+import { LateArrivalsSection } from "./distributed/LateArrivals";
 import { RanksSection } from "./distributed/Ranks";
 
 export { fmtGBps };
@@ -239,6 +240,9 @@ export function DistributedView({ sel, dark }: ViewProps) {
             </>
           )}
         </Loaded>
+      </Section>
+      <Section title="Late arrivals">
+        <LateArrivalsSection run={sel.run} span={sel.span} dark={dark} />
       </Section>
       <Section title="Collective instances">
         <InstancesTable run={sel.run} span={sel.span} />

@@ -4,13 +4,14 @@
 import { useMemo } from "react";
 import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
-import type { KernelPieReply, KernelRow, KernelTableReply, TcPieReply } from "../api/types";
+import type { KernelPieReply, KernelRow, KernelTableReply, OverviewReply, TcPieReply } from "../api/types";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct } from "../util/format";
 import { Pie } from "./Operator";
 import { LaunchesSection } from "./why/Launches";
+import { QueueSection } from "./why/Queue";
 
 const KGROUPS = [
   { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
@@ -23,6 +24,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
   const pie = useApi<KernelPieReply>("kernel", { ...sel, top });
   const tc = useApi<TcPieReply>("kernel/tc_pie", sel);
   const table = useApi<KernelTableReply>("kernel/table", { ...sel, group_by: group });
+  const dw = useApi<OverviewReply>("overview", sel).data?.device_word || "Device";
 
   // null on a backend whose kernel names do not tell (MTIA, XPU, ...): no such column then
   const unit = table.data?.matrix_unit ? table.data.matrix_unit.toLowerCase() : null;
@@ -107,6 +109,9 @@ export function KernelView({ st, sel, dark }: ViewProps) {
       </Section>
       <Section title="Launches">
         <LaunchesSection sel={sel} dark={dark} />
+      </Section>
+      <Section title="Launch queue">
+        <QueueSection sel={sel} deviceWord={dw} />
       </Section>
     </div>
   );

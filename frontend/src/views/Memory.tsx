@@ -14,6 +14,7 @@ import { Empty, Loaded, Notes, Section, Select, Stat } from "../components/commo
 import { setState } from "../state/store";
 import { escapeHtml, tooltipLine } from "../util/escape";
 import { fmtBytes, fmtDuration, fmtPct } from "../util/format";
+import { MemcpySection } from "./why/Memcpy";
 
 function parseNs(s: string | undefined): number | null {
   return s && /^\d+$/.test(s) ? Number(s) : null;
@@ -217,6 +218,9 @@ export function MemoryView({ st, sel, dark }: ViewProps) {
                   </>
                 )}
               </Loaded>
+            </Section>
+            <Section title="Copy bandwidth">
+              <MemcpySection sel={sel} dark={dark} />
             </Section>
           </div>
         );

@@ -10,6 +10,7 @@ import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/common";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
+import { AnnotationsSection } from "./why/Annotations";
 import { IdleTimeSection } from "./why/IdleTime";
 import { StepTimeSection } from "./why/StepTime";
 
@@ -150,6 +151,7 @@ export function OverviewView({ sel, dark }: ViewProps) {
             <Section title={`${dw} idle time`}>
               <IdleTimeSection sel={sel} dark={dark} deviceWord={dw} />
             </Section>
+            <AnnotationsSection sel={sel} deviceWord={dw} />
             <div className="grid-1-1">
               <Section title="Configuration">
                 <KeyValues
