@@ -173,7 +173,7 @@ export function MemcpySection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) {
             </div>
             <h3 className="sub-head">Per direction</h3>
             <div className="copy-directions">
-              <DataTable rows={d.directions} cols={dCols} exportName={name("copy-directions")} pageSize={50} initialSort={{ id: "time", desc: true }} />
+              <DataTable rows={d.directions} cols={dCols} exportName={name("copy-directions")} pageSize={50} initialSort={{ id: "time", desc: true }} filterPlaceholder="Filter directions…" />
             </div>
             {option && (d.over_time.edges?.length ?? 0) > 1 && (
               <>

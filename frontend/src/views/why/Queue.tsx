@@ -55,7 +55,7 @@ export function QueueSection({ sel, deviceWord }: Pick<ViewProps, "sel"> & { dev
               <Stat label="Blocked launch calls" value={`${fmtCount(blocked)} (${fmtDuration(blockedNs)})`} />
             </div>
             <div className="queue-streams">
-              <DataTable rows={d.streams} cols={cols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "launch-queue"]} pageSize={50} initialSort={{ id: "max", desc: true }} />
+              <DataTable rows={d.streams} cols={cols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "launch-queue"]} pageSize={50} initialSort={{ id: "max", desc: true }} filterPlaceholder="Filter streams…" />
             </div>
             <div className="muted small-note queue-verdict">
               {full.length
