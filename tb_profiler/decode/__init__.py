@@ -27,7 +27,7 @@ from tb_profiler.errors import TraceFormatError
 __all__ = ["DECODER_VERSION", "MIN_PART", "decode", "decode_bytes", "decode_threads", "Decoded"]
 
 # Bump whenever the decoder's output changes for some input (the decode cache keys on it).
-DECODER_VERSION = 4
+DECODER_VERSION = 5  # 5: the "flops" arg
 
 _FORMAT_DTYPE = {"q": np.dtype(np.int64), "i": np.dtype(np.int32), "B": np.dtype(np.uint8),
                  "d": np.dtype(np.float64)}

@@ -102,6 +102,7 @@ ARG_INT: dict[str, str] = {
     "rank": "Rank",
     "seq": "Seq",                       # a collective's sequence number in its process group
     "sort_index": "sort_index",         # process/thread sort index metadata
+    "flops": "flops",                   # an operator's FLOPs, recorded with with_flops=True
 }
 
 # Other spellings of the same field, key -> column (the column's kind applies): PyTorch
