@@ -344,7 +344,7 @@ def trace_summary(trace: Any, top: int) -> dict:
     }
 
 
-WHY_PARTS = ("idle", "launches", "queue", "steps", "memcpy", "annotations")
+WHY_PARTS = ("idle", "launches", "queue", "steps", "memcpy", "annotations", "roofline")
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -408,6 +408,10 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
         ann = trace.annotations()
         doc["annotations"] = to_jsonable({"host": ann["host"].head(top), "device": ann["device"].head(top),
                                           "notes": ann["notes"]})
+    if "roofline" in only:
+        roof = trace.roofline()
+        doc["roofline"] = to_jsonable({"operators": roof["operators"].head(top), "kernels": roof["kernels"].head(top),
+                                       "device": roof["device"], "notes": roof["notes"]})
     if window is not None:
         origin = int(trace.span[0])
         stats = trace.range_stats(origin + window[0], origin + window[1])
@@ -467,6 +471,12 @@ def _print_why(doc: dict) -> None:
         _print_table("annotation ranges on the device (kernel: device busy inside)", an["device"],
                      ("name", "device", "count", "total_ns", "kernels", "kernel_ns"))
         for note in an.get("notes", []):
+            print(f"  note         {note}")
+    rf = doc.get("roofline")
+    if rf is not None:
+        _print_table(f"roofline on {rf['device']['name'] or 'an unnamed device'} (most FLOPs first)", rf["operators"],
+                     ("name", "dtype", "calls", "tflops", "tbps", "intensity", "compute_pct", "memory_pct", "bound"))
+        for note in rf.get("notes", []):
             print(f"  note         {note}")
     rs = doc.get("range")
     if rs is not None:

@@ -158,3 +158,10 @@ def test_queue_route_and_the_timeline_queue_counter(client, trace):
     assert [(c["device"], c["stream"]) for c in queues] == [("0", 7)]
     assert len(queues[0]["values"]) == 200 and max(queues[0]["values"]) == row["max_len"]
     assert get(client, "queue" + RUN + "&full_at=0", expect=400)
+
+
+def test_roofline_route_is_the_api(client, trace):
+    doc = get(client, "roofline" + RUN)
+    want = trace.roofline()
+    assert doc["operators"] == to_jsonable(want["operators"]) and doc["kernels"] == to_jsonable(want["kernels"])
+    assert doc["device"]["name"] == "Tesla V100-DGXS-32GB" and doc["operators_total"] == len(want["operators"])

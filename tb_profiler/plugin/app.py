@@ -171,6 +171,7 @@ class ProfilerApp:
             "diff": self.r_diff, "diffnode": self.r_diffnode,
             "idle": self.r_idle, "launches": self.r_launches, "steps/outliers": self.r_step_outliers,
             "memcpy": self.r_memcpy, "annotations": self.r_annotations, "queue": self.r_queue,
+            "roofline": self.r_roofline,
             "trace/range_stats": self.r_range_stats,
         }
 
@@ -509,6 +510,9 @@ class ProfilerApp:
     def r_queue(self, request: Request) -> Response:
         full_at = Params(request.args).integer("full_at", 1024, 1, 1 << 20)
         return self.one(request, views.queue, full_at)
+
+    def r_roofline(self, request: Request) -> Response:
+        return self.one(request, views.roofline)
 
     def r_annotations(self, request: Request) -> Response:
         return self.one(request, views.annotations)

@@ -212,6 +212,18 @@ def queue(trace, full_at: int) -> dict:
     return to_jsonable(trace.queue(full_at=full_at))
 
 
+MAX_ROOFLINE_ROWS = 1000  # operators and kernels each, most FLOPs first
+
+
+def roofline(trace) -> dict:
+    out = trace.roofline()
+    doc = to_jsonable({"operators": out["operators"].head(MAX_ROOFLINE_ROWS),
+                       "kernels": out["kernels"].head(MAX_ROOFLINE_ROWS), "device": out["device"],
+                       "notes": out["notes"]})
+    doc["operators_total"], doc["kernels_total"] = int(len(out["operators"])), int(len(out["kernels"]))
+    return doc
+
+
 def annotations(trace) -> dict:
     return to_jsonable(trace.annotations())
 

@@ -299,6 +299,13 @@ class Trace:
 
         return queue_length(self, full_at=full_at)
 
+    def roofline(self, peaks: dict | None = None) -> dict:
+        """Per operator and kernel: FLOPs, bytes, achieved TFLOP/s and TB/s, intensity, % of
+        the device's peak and the bound (see analysis.roofline and analysis.peaks)."""
+        from tb_profiler.analysis.roofline import roofline
+
+        return roofline(self, peaks=peaks)
+
     def annotations(self) -> dict:
         """record_function ranges on the host and gpu_user_annotation ranges on the devices,
         per name, with the device work each covers (see analysis.annotations)."""

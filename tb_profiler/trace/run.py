@@ -89,6 +89,9 @@ class Run:
     def queue(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).queue(**kw)
 
+    def roofline(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).roofline(**kw)
+
     def annotations(self, worker: str | None = None, span: int | None = None) -> dict:
         return self.trace(worker, span).annotations()
 
