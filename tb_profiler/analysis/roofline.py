@@ -30,6 +30,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, host_parent, launching_op, nearest_ancestor
 from tb_profiler.analysis.nesting import subtree_sum
 from tb_profiler.analysis.operators import call_tree
@@ -229,22 +230,27 @@ def _shape_flops(trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     out = np.zeros(len(ops), dtype=np.int64)
     if not len(ops):
         return flops, out
-    keys = np.stack([ev["name"][ops].astype(np.int64), ev["input_dims"][ops].astype(np.int64),
-                     ev["concrete_inputs"][ops].astype(np.int64)], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    f = np.zeros(len(uniq), dtype=np.int64)
-    o = np.zeros(len(uniq), dtype=np.int64)
-    for j, (name_id, dims_id, conc_id) in enumerate(uniq.tolist()):  # distinct calls, not events
-        name = trace.str(name_id) or ""
-        if not (name in _MATMUL or name == "aten::linear" or name in _CONV or name in _ELEMENTWISE
-                or _SDPA.match(name)):
-            continue
-        shapes = _json(trace.str(dims_id))
+    name_ids = np.unique(ev["name"][ops])
+    countable = [i for i in name_ids.tolist() if _countable(trace.str(i) or "")]
+    rows = np.flatnonzero(np.isin(ev["name"][ops], countable))  # only ops with a formula: a few names
+    if not len(rows):
+        return flops, out
+    code, first = factorize(ev["name"][ops[rows]], ev["input_dims"][ops[rows]], ev["concrete_inputs"][ops[rows]])
+    f = np.zeros(len(first), dtype=np.int64)
+    o = np.zeros(len(first), dtype=np.int64)
+    for j, r in enumerate(ops[rows][first].tolist()):  # distinct calls, not events
+        shapes = _json(trace.str(ev["input_dims"][r]))
         if isinstance(shapes, list):
-            conc = _json(trace.str(conc_id))
-            f[j], o[j] = flops_from_shapes(name, shapes, conc if isinstance(conc, list) else None)
-    return f[inv], o[inv]
+            conc = _json(trace.str(ev["concrete_inputs"][r]))
+            f[j], o[j] = flops_from_shapes(trace.str(ev["name"][r]), shapes, conc if isinstance(conc, list) else None)
+    flops[rows], out[rows] = f[code], o[code]
+    return flops, out
+
+
+def _countable(name: str) -> bool:
+    return name in _MATMUL or name == "aten::linear" or name in _CONV or name in _ELEMENTWISE or bool(_SDPA.match(name))
+
+
 
 
 def _json(text: str | None):
