@@ -344,7 +344,7 @@ def trace_summary(trace: Any, top: int) -> dict:
     }
 
 
-WHY_PARTS = ("idle", "launches", "queue", "steps", "memcpy", "annotations", "roofline")
+WHY_PARTS = ("idle", "launches", "queue", "steps", "critical", "memcpy", "annotations", "roofline")
 
 
 def cmd_why(args: argparse.Namespace) -> int:
@@ -408,6 +408,9 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
         ann = trace.annotations()
         doc["annotations"] = to_jsonable({"host": ann["host"].head(top), "device": ann["device"].head(top),
                                           "notes": ann["notes"]})
+    if "critical" in only:
+        path = trace.critical_path()
+        doc["critical"] = to_jsonable({"steps": path["steps"], "top": path["top"].head(top), "notes": path["notes"]})
     if "roofline" in only:
         roof = trace.roofline()
         doc["roofline"] = to_jsonable({"operators": roof["operators"].head(top), "kernels": roof["kernels"].head(top),
@@ -471,6 +474,13 @@ def _print_why(doc: dict) -> None:
         _print_table("annotation ranges on the device (kernel: device busy inside)", an["device"],
                      ("name", "device", "count", "total_ns", "kernels", "kernel_ns"))
         for note in an.get("notes", []):
+            print(f"  note         {note}")
+    cp = doc.get("critical")
+    if cp is not None:
+        _print_table("critical path per step (what held the step: the device, or the host launching it)",
+                     cp["steps"], ("step", "length_ns", "device_ns", "host_ns", "sync_ns", "device_share"))
+        _print_table("longest on the critical paths", cp["top"], ("name", "kind", "ns", "count"))
+        for note in cp.get("notes", []):
             print(f"  note         {note}")
     rf = doc.get("roofline")
     if rf is not None:

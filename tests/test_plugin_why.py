@@ -165,3 +165,16 @@ def test_roofline_route_is_the_api(client, trace):
     want = trace.roofline()
     assert doc["operators"] == to_jsonable(want["operators"]) and doc["kernels"] == to_jsonable(want["kernels"])
     assert doc["device"]["name"] == "Tesla V100-DGXS-32GB" and doc["operators_total"] == len(want["operators"])
+
+
+def test_critical_path_route_is_the_api_for_the_longest_step(client, trace):
+    doc = get(client, "critical_path" + RUN)
+    want = trace.critical_path()
+    longest = int(want["steps"].loc[want["steps"]["length_ns"].idxmax(), "step"])
+    assert doc["step"] == longest == 5 and doc["steps"] == to_jsonable(want["steps"])
+    mine = want["segments"][want["segments"]["step"] == 5]
+    t0 = int(trace.span[0])
+    assert doc["segments_total"] == len(mine) and [s["start_ns"] for s in doc["segments"]] == \
+        [v - t0 for v in mine["start_ns"]]
+    assert get(client, "critical_path" + RUN + "&step=7")["step"] == 7
+    assert get(client, "critical_path" + RUN + "&step=99", expect=404)

@@ -44,7 +44,7 @@ SYNC_WARNING_SHARE = 0.05
 IDLE_GAP_NS = 100_000           # a device gap this long is no launch latency
 IDLE_SHARE = 0.10              # host CPU/Python time in long gaps, of the steps
 
-_SYNC_CALL_RE = re.compile(r"(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|"
+SYNC_CALL_RE = re.compile(r"(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|"
                            r"Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol)\Z|cu(Ctx|Stream|Event)Synchronize\Z")
 _SYNC_EVENT_NAMES = frozenset({"Event Sync", "Stream Sync", "Context Sync", "Device Sync"})
 _SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
@@ -306,7 +306,7 @@ def sync_rule(trace):
     n_steps = len(steps(trace))
     if not n_steps or not trace.device_kinds:  # CPU only: .item() waits for nothing
         return None
-    calls = in_steps & (trace.roles == Role.RUNTIME) & _names(trace, lambda s: bool(_SYNC_CALL_RE.match(s)))
+    calls = in_steps & (trace.roles == Role.RUNTIME) & _names(trace, lambda s: bool(SYNC_CALL_RE.match(s)))
     events = in_steps & (ev["kind"] == Kind.CUDA_SYNC) & _names(trace, lambda s: s in _SYNC_EVENT_NAMES)
     seen = ev["correlation"][calls]
     events &= ~np.isin(ev["correlation"], seen[seen != MISSING_INT])  # one sync, two records

@@ -171,7 +171,7 @@ class ProfilerApp:
             "diff": self.r_diff, "diffnode": self.r_diffnode,
             "idle": self.r_idle, "launches": self.r_launches, "steps/outliers": self.r_step_outliers,
             "memcpy": self.r_memcpy, "annotations": self.r_annotations, "queue": self.r_queue,
-            "roofline": self.r_roofline,
+            "roofline": self.r_roofline, "critical_path": self.r_critical_path,
             "trace/range_stats": self.r_range_stats,
         }
 
@@ -513,6 +513,10 @@ class ProfilerApp:
 
     def r_roofline(self, request: Request) -> Response:
         return self.one(request, views.roofline)
+
+    def r_critical_path(self, request: Request) -> Response:
+        step = Params(request.args).integer("step", None, -(1 << 62), 1 << 62)
+        return self.one(request, views.critical_path, step)
 
     def r_annotations(self, request: Request) -> Response:
         return self.one(request, views.annotations)

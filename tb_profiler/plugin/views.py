@@ -224,6 +224,27 @@ def roofline(trace) -> dict:
     return doc
 
 
+MAX_PATH_SEGMENTS = 20_000  # segments of the chosen step sent (the Trace view's highlight)
+
+
+def critical_path(trace, step: int | None) -> dict:
+    """Every step's summary and the top names on the paths; the segments of one step (the
+    slowest when none is asked), on the timeline's clock, for the Trace view's highlight."""
+    out = trace.critical_path()
+    steps = out["steps"]
+    if step is None and len(steps):
+        step = int(steps.loc[steps["length_ns"].idxmax(), "step"])
+    if step is not None and len(steps) and step not in set(steps["step"].tolist()):
+        raise NotFound(f"no step {step}; steps: {', '.join(map(str, steps['step'].tolist()))}")
+    seg = out["segments"]
+    mine = seg[seg["step"] == step] if step is not None else seg.iloc[:0]
+    doc = to_jsonable({"steps": steps, "top": out["top"].head(200), "segments": mine.head(MAX_PATH_SEGMENTS),
+                       "notes": out["notes"]})
+    _rebase(doc["segments"], ("start_ns", "end_ns"), origin(trace))
+    doc["step"], doc["segments_total"] = step, int(len(mine))
+    return doc
+
+
 def annotations(trace) -> dict:
     return to_jsonable(trace.annotations())
 

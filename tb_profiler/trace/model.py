@@ -306,6 +306,14 @@ class Trace:
 
         return roofline(self, peaks=peaks)
 
+    def critical_path(self, **kw) -> dict:
+        """Per step, the chain of device work, launches, host time and synchronizations that
+        set its length, and how much of it the host and the device held (see
+        analysis.critical_path)."""
+        from tb_profiler.analysis.critical_path import critical_path
+
+        return critical_path(self, **kw)
+
     def annotations(self) -> dict:
         """record_function ranges on the host and gpu_user_annotation ranges on the devices,
         per name, with the device work each covers (see analysis.annotations)."""

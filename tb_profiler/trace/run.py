@@ -92,6 +92,9 @@ class Run:
     def roofline(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).roofline(**kw)
 
+    def critical_path(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).critical_path(**kw)
+
     def annotations(self, worker: str | None = None, span: int | None = None) -> dict:
         return self.trace(worker, span).annotations()
 
