@@ -264,3 +264,48 @@ export interface StragglersReply {
   arrivals_total: number;
   notes: string[];
 }
+
+// roofline (per trace): operators and kernels against the device's peaks.
+
+/** An operator or kernel of `roofline`: achieved rates, intensity and the roof of its dtype
+ * (null where the device or the dtype has none; tflops/tbps null without device time). */
+export interface RooflineRow {
+  name: string;
+  /** of the op's first floating input: fp32, bf16, ...; null when none */
+  dtype: string | null;
+  calls: number;
+  flops: number;
+  /** tensor inputs + output */
+  bytes: number;
+  device_ns: number;
+  /** achieved TFLOP/s */
+  tflops: number | null;
+  /** achieved TB/s */
+  tbps: number | null;
+  /** FLOP per byte */
+  intensity: number | null;
+  peak_tflops: number | null;
+  peak_tbps: number | null;
+  /** 0..100 */
+  compute_pct: number | null;
+  memory_pct: number | null;
+  bound: "compute" | "memory" | string | null;
+  /** "trace flops" (the flops arg) or "shapes" (from Input Dims) */
+  source: string;
+}
+
+/** The device's roof: TB/s of its memory and TF/s per dtype. */
+export interface RooflinePeaks {
+  tbps?: number | null;
+  tflops?: Record<string, number>;
+}
+
+export interface RooflineReply {
+  operators: RooflineRow[];
+  kernels: RooflineRow[];
+  operators_total: number;
+  kernels_total: number;
+  /** peaks null: no roof (peaks_from says why) */
+  device: { name: string | null; peaks: RooflinePeaks | null; peaks_from: string };
+  notes: string[];
+}

@@ -6,7 +6,7 @@
 
 import { useEffect, useRef } from "react";
 import * as echarts from "echarts/core";
-import { BarChart, HeatmapChart, LineChart, PieChart } from "echarts/charts";
+import { BarChart, HeatmapChart, LineChart, PieChart, ScatterChart } from "echarts/charts";
 import {
   BrushComponent, DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
   TitleComponent, TooltipComponent, VisualMapComponent,
@@ -16,7 +16,7 @@ import type { EChartsCoreOption } from "echarts/core";
 import { escapeHtml, tooltipLine } from "../util/escape";
 
 echarts.use([
-  BarChart, HeatmapChart, LineChart, PieChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
+  BarChart, HeatmapChart, LineChart, PieChart, ScatterChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
   DataZoomComponent, MarkLineComponent, MarkPointComponent, VisualMapComponent, CanvasRenderer,
 ]);
 

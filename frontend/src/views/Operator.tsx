@@ -13,6 +13,7 @@ import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { StackFrames } from "../components/StackFrames";
 import { setState } from "../state/store";
 import { fmtDuration } from "../util/format";
+import { RooflineSection } from "./why/Roofline";
 
 export const GROUPS = [
   { value: "Operation", label: "Operator" },
@@ -207,6 +208,9 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
           }
         </Loaded>
         )}
+      </Section>
+      <Section title="Roofline">
+        <RooflineSection sel={sel} dark={dark} />
       </Section>
     </div>
   );
