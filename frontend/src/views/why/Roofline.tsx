@@ -322,7 +322,7 @@ export function RooflineSection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) 
                     <Chart option={option} dark={dark} height={420} ariaLabel="Roofline" />
                     <div className="muted small-note">
                       One point per {what.toLowerCase()} (size: device time; ◆ compute-bound, ● memory-bound). Roofs: min(peak TF/s of the dtype, memory TB/s × intensity).
-                      {points < rows.length ? ` ${fmtCount(rows.length - points)} without device time or bytes are in the table only.` : ""}
+                      {points < rows.length ? ` ${fmtCount(rows.length - points)} not drawn (no device time or no bytes): in the table only.` : ""}
                     </div>
                   </>
                 ) : (
