@@ -320,7 +320,7 @@ def _table(rows: pd.DataFrame, key: str, roof: dict | None) -> pd.DataFrame:
     out["compute_pct"] = 100.0 * out["tflops"] / peak_tflops
     out["memory_pct"] = 100.0 * out["tbps"] / peak_tbps
     ridge = peak_tflops / peak_tbps  # FLOP per byte where the two roofs meet
-    out["bound"] = np.where(np.isnan(ridge) | np.isnan(out["intensity"]), None,
+    out["bound"] = np.where(np.isnan(ridge) | np.isnan(out["intensity"]) | ~timed, None,  # no device time: no point
                             np.where(out["intensity"] >= ridge, "compute", "memory")).astype(object)
     return out.sort_values(["flops", key], ascending=[False, True], kind="stable").reset_index(drop=True)[
         ROOFLINE_COLUMNS]
