@@ -26,8 +26,9 @@ export const STATE_KEYS = [
   "run", "worker", "span", "view",
   // Operator / Kernel
   "group", "kgroup", "q", "top",
-  // Trace (tmode=ranks: the Ranks mode, ranks: the ranks it shows; r0/r1: the range selected on the ruler)
-  "t0", "t1", "ev", "tmode", "ranks", "r0", "r1",
+  // Trace (tmode=ranks: the Ranks mode, ranks: the ranks it shows; r0/r1: the range selected on the ruler;
+  // cp: the step whose critical path is highlighted)
+  "t0", "t1", "ev", "tmode", "ranks", "r0", "r1", "cp",
   // Memory
   "dev", "m0", "m1",
   // Module

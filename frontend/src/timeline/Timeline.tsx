@@ -9,7 +9,9 @@
 // fillText or shown as React text: never HTML. Arrows (flows) are drawn from their
 // endpoints' coordinates, so an end merged into a busy block or outside the window
 // still gets its arrow; what was drawn is mirrored into data- attributes of the
-// timeline's box (data-flows, data-counters, data-tracks, data-window-*, data-range-*) for tests and tools.
+// timeline's box (data-flows, data-counters, data-tracks, data-window-*, data-range-*,
+// data-highlighted) for tests and tools. A highlight (the critical path of a step) outlines
+// its events and draws its spans as a strip along the bottom of the ruler, by kind.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
@@ -78,6 +80,27 @@ interface Props {
   selection?: Range | null;
   /** a drag on the ruler selects a range; a click on it or Escape clears it (null) */
   onSelectRange?: (r: Range | null) => void;
+  /** events (their `i`) drawn with an outline over them (the critical path's) */
+  highlight?: ReadonlySet<number> | null;
+  /** time spans drawn as a strip along the bottom of the ruler, colored by kind (highlightColor) */
+  highlightSpans?: readonly HighlightSpan[] | null;
+}
+
+/** A span of the highlight strip: kind device / device_gap (device color), sync, other, else host. */
+export interface HighlightSpan {
+  start: number;
+  end: number;
+  kind: string;
+}
+
+export const HIGHLIGHT_STRIP_H = 4;
+
+/** The outline of highlighted events, and the strip's color per span kind; readable on light and dark. */
+export function highlightColor(kind: string | null, dark: boolean): string {
+  if (kind === "device" || kind === "device_gap") return dark ? "#7aa2ff" : "#3056c8";
+  if (kind === "sync") return dark ? "#ff6b6b" : "#c5221f";
+  if (kind === "other") return dark ? "#9aa0a6" : "#80868b";
+  return dark ? "#ffa53d" : "#e8590c"; // the outline and the host kinds: orange
 }
 
 interface Hover {
@@ -92,6 +115,8 @@ export function Timeline(props: Props) {
   const { tracks, events, busy, bounds, vp, onViewport, selected, onSelect, flows, search, dark, height, loading, reveal, onSelectRange } = props;
   const selection = props.selection ?? null;
   const counters = props.counters ?? [];
+  const highlight = props.highlight ?? null;
+  const highlightSpans = props.highlightSpans ?? null;
   const countersH = counters.length * COUNTER_H;
   const wrap = useRef<HTMLDivElement>(null);
   const canvas = useRef<HTMLCanvasElement>(null);
@@ -253,7 +278,11 @@ export function Timeline(props: Props) {
 
     // events
     let selBox: { x: number; y: number; w: number } | null = null;
+    const lit: { x: number; y: number; w: number }[] = [];
+    let litCount = 0;
     for (const e of events) {
+      const isLit = highlight !== null && highlight.has(e.i);
+      if (isLit) litCount++;
       const b = boxById.get(e.track);
       if (!b || e.depth >= b.rows) continue;
       const y = top + b.y + HEADER_H + e.depth * ROW_H;
@@ -280,8 +309,30 @@ export function Timeline(props: Props) {
         ctx.strokeRect(px.x + 0.5, y + 1.5, Math.max(px.w - 1, 1), ROW_H - 3);
       }
       if (e.i === selected) selBox = { x: px.x, y, w: px.w };
+      if (isLit) lit.push({ x: px.x, y, w: px.w });
     }
     ctx.globalAlpha = 1;
+    if (wrap.current) wrap.current.dataset.highlighted = highlight ? String(litCount) : "";
+
+    // the highlighted events: a tint and a thick outline over their neighbours; a narrow one
+    // (an outline would hide it and its neighbours) gets a bar along its top and bottom edges
+    if (lit.length) {
+      const color = highlightColor(null, dark);
+      ctx.fillStyle = color;
+      ctx.strokeStyle = color;
+      ctx.lineWidth = 2;
+      for (const b of lit) {
+        if (b.w >= 6) {
+          ctx.globalAlpha = 0.22;
+          ctx.fillRect(b.x, b.y + 1, b.w, ROW_H - 2);
+          ctx.globalAlpha = 1;
+          ctx.strokeRect(b.x - 0.5, b.y + 1, b.w + 1, ROW_H - 2);
+        } else {
+          ctx.fillRect(b.x, b.y, Math.max(b.w, 1), 3);
+          ctx.fillRect(b.x, b.y + ROW_H - 3, Math.max(b.w, 1), 3);
+        }
+      }
+    }
 
     // flows: the faint ones in view first, the selection's on top
     const drawn = drawFlows(ctx, flows, boxById, view, top, W, H, pal);
@@ -336,6 +387,16 @@ export function Timeline(props: Props) {
       ctx.stroke();
       ctx.fillText(tickLabel(t, tk.step), x + 3, RULER_H / 2 - 2);
     }
+    // the highlight's spans: a strip along the bottom of the ruler
+    if (highlightSpans && highlightSpans.length) {
+      const y = RULER_H - HIGHLIGHT_STRIP_H - 1;
+      for (const sp of highlightSpans) {
+        const px = spanToPx(sp.start, sp.end - sp.start, view, 1);
+        if (!px) continue;
+        ctx.fillStyle = highlightColor(sp.kind, dark);
+        ctx.fillRect(px.x, y, px.w, HIGHLIGHT_STRIP_H);
+      }
+    }
     if (range) {
       const t0 = xToTime(Math.min(range.x0, range.x1), view);
       const t1 = xToTime(Math.max(range.x0, range.x1), view);
@@ -361,7 +422,7 @@ export function Timeline(props: Props) {
       ctx.fillStyle = pal.select;
       ctx.fillRect(0, RULER_H - 2, W, 2);
     }
-  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, range, pending, selection, loading, counters, countersH]);
+  }, [width, height, dark, view, tracks, events, busy, boxById, collapsed, scrollY, needle, selected, flows, range, pending, selection, loading, counters, countersH, highlight, highlightSpans]);
 
   useEffect(() => {
     const id = requestAnimationFrame(draw);
@@ -542,6 +603,7 @@ export function Timeline(props: Props) {
       data-tracks={trackLabels}
       data-range-start={selection ? selection.start : ""}
       data-range-end={selection ? selection.end : ""}
+      data-highlight-total={highlight ? highlight.size : ""}
     >
       <canvas
         ref={canvas}

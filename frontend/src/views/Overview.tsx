@@ -11,6 +11,7 @@ import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/co
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
 import { AnnotationsSection } from "./why/Annotations";
+import { CriticalPathSection } from "./why/CriticalPath";
 import { IdleTimeSection } from "./why/IdleTime";
 import { StepTimeSection } from "./why/StepTime";
 
@@ -150,6 +151,9 @@ export function OverviewView({ sel, dark }: ViewProps) {
             </Section>
             <Section title={`${dw} idle time`}>
               <IdleTimeSection sel={sel} dark={dark} deviceWord={dw} />
+            </Section>
+            <Section title="Critical path">
+              <CriticalPathSection sel={sel} dark={dark} />
             </Section>
             <AnnotationsSection sel={sel} deviceWord={dw} />
             <div className="grid-1-1">

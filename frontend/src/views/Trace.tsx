@@ -2,7 +2,8 @@
 // from the server, with search (the server finds matches in the whole trace: count,
 // next/previous jump and select), flows (the selection's arrows, optionally every
 // arrow in view), device utilization and memory counters, a details panel, and the
-// statistics of a time range selected on the ruler (trace/RangeStats). In a
+// statistics of a time range selected on the ruler (trace/RangeStats), and a step's
+// critical path highlighted (URL key cp: its events outlined, its spans on the ruler). In a
 // distributed run a toggle switches to the Ranks mode (trace/Ranks): several ranks'
 // timelines on one time axis.
 
@@ -22,6 +23,7 @@ import { TraceRanksView } from "./trace/Ranks";
 import { windowCounters } from "./trace/counters";
 import { Details, selectionFlows } from "./trace/Details";
 import { RangeStats } from "./trace/RangeStats";
+import { highlightFromSegments, type CriticalPathReply } from "./why/CriticalPath";
 
 export { selectionFlows };
 
@@ -85,6 +87,13 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
         format: (v: number) => fmtBytes(v),
       }));
   }, [mem.data, showMem]);
+
+  // the critical path of step cp (from the Overview's "Show in Trace"), highlighted
+  const cpStep = st.cp && /^-?\d+$/.test(st.cp) ? Number(st.cp) : null;
+  const cp = useApi<CriticalPathReply>(cpStep !== null ? "critical_path" : null, { ...sel, step: cpStep ?? undefined });
+  const cpData = cpStep !== null && cp.data && cp.data.step === cpStep ? cp.data : null;
+  const lit = useMemo(() => (cpData ? highlightFromSegments(cpData.segments) : null), [cpData]);
+  const cpRow = cpData?.steps.find((r) => r.step === cpStep) ?? null;
 
   const selected = st.ev && /^\d+$/.test(st.ev) ? Number(st.ev) : null;
   const details = useApi<EventDetailReply>(selected !== null ? "trace/event" : null, { ...sel, i: selected ?? undefined });
@@ -238,6 +247,20 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
       </div>
       <Notes notes={data.notes} />
       {error && <ErrorBox error={error} />}
+      {cpStep !== null && (
+        <div className="cp-banner" role="status" data-step={cpStep} style={{ display: "flex", alignItems: "center", gap: 8, flexWrap: "wrap", padding: "4px 10px", margin: "0 0 6px", borderLeft: "4px solid #e8590c", background: "rgba(232,89,12,0.10)", borderRadius: 4 }}>
+          <span>
+            {cp.error ? `Critical path of step ${cpStep}: ${cp.error.message}`
+              : !cpRow ? `Critical path of step ${cpStep}: loading…`
+              : <>Critical path of step <b>{cpStep}</b>: device {fmtDuration(cpRow.device_ns)}, host {fmtDuration(cpRow.host_ns)}
+                  {cpRow.sync_ns > 0 ? `, sync ${fmtDuration(cpRow.sync_ns)}` : ""} of {fmtDuration(cpRow.length_ns)}
+                  {cpData && cpData.segments_total > cpData.segments.length ? ` (the first ${fmtCount(cpData.segments.length)} of ${fmtCount(cpData.segments_total)} segments)` : ""}</>}
+          </span>
+          <span className="muted small">Outlined: its events; on the ruler: <span style={{ color: "#e8590c" }}>■</span> host, <span style={{ color: "#3056c8" }}>■</span> device, <span style={{ color: "#c5221f" }}>■</span> sync</span>
+          <span className="spacer" style={{ flex: 1 }} />
+          <button type="button" className="small" onClick={() => setState({ cp: undefined })}>Clear</button>
+        </div>
+      )}
       <div className={selected !== null ? "trace-grid with-details" : "trace-grid"}>
         <Timeline
           tracks={data.tracks}
@@ -260,6 +283,8 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
           counters={allCounters}
           selection={rangeSel}
           onSelectRange={setRangeSel}
+          highlight={lit?.ids ?? null}
+          highlightSpans={lit?.spans ?? null}
         />
         {selected !== null && (
           <aside className="side-panel" aria-label="Event details">
