@@ -21,6 +21,7 @@ from datafiles import V100_TRACE
 from kineto_fixtures import write_trace
 from test_browser_views import api, assert_clean, assert_same_rows, card, export_csv
 from test_browser_why import chart, section_shot
+from test_roofline import H100, _doc, _kernel, _x, roofline_events
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -29,40 +30,10 @@ H100_RUN = "h100"      # handmade: bf16 addmm, fp32 conv2d with a flops arg, an 
 NOROOF_RUN = "noroof"  # the same ops on a device without peaks
 EVIL = '<img src=x onerror="window.__pwned=1">'
 
-# -- tests/test_roofline.py's fixture builder ----------------------------------------------
-T0 = 1_000_000
-H100 = "NVIDIA H100 80GB HBM3"
-
-
-def _x(cat, name, ts, dur, pid=1, tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": T0 + ts, "dur": dur, "args": args}
-
-
-def _kernel(name, ts, dur, corr):
-    return _x("kernel", name, ts, dur, pid=0, tid=7, correlation=corr, device=0, stream=7)
-
-
-def _doc(events, device=H100):
-    props = [{"id": 0, "name": device, "totalGlobalMem": 85e9, "computeMajor": 9, "computeMinor": 0}] if device else []
-    return {"schemaVersion": 1, "deviceProperties": props, "traceEvents": events}
-
-
 def _events():
-    bf16 = ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]
-    return [
-        _x("cpu_op", "aten::linear", 0, 100, **{"Input Dims": [[64, 1024], [4096, 1024], [4096]], "Input type": bf16}),
-        _x("cpu_op", "aten::addmm", 10, 80, **{"Input Dims": [[4096], [64, 1024], [1024, 4096]], "Input type": bf16}),
-        _x("cuda_runtime", "cudaLaunchKernel", 20, 5, correlation=1), _kernel("gemm_a", 30, 30, 1),
-        _x("cuda_runtime", "cudaLaunchKernel", 40, 5, correlation=2), _kernel("gemm_b", 60, 10, 2),
-        _x("cpu_op", "aten::conv2d", 200, 100, flops=5_000_000_000,
-           **{"Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3]], "Input type": ["float", "float"]}),
-        _x("cpu_op", "aten::cudnn_convolution", 210, 80,
-           **{"Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3]], "Input type": ["float", "float"],
-              "Concrete Inputs": ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]}),
-        _x("cuda_runtime", "cudaLaunchKernel", 220, 5, correlation=3), _kernel("conv_k", 230, 50, 3),
-        # an operator named like an HTML tag, with the trace's own count
-        _x("cpu_op", EVIL, 400, 50, flops=40_000_000, **{"Input Dims": [[1024, 1024]], "Input type": ["c10::BFloat16"]}),
-        _x("cuda_runtime", "cudaLaunchKernel", 410, 5, correlation=4), _kernel("evil_k", 420, 20, 4)]
+    return [*roofline_events(),  # an operator named like an HTML tag, with the trace's own count
+            _x("cpu_op", EVIL, 400, 50, flops=40_000_000, **{"Input Dims": [[1024, 1024]], "Input type": ["c10::BFloat16"]}),
+            _x("cuda_runtime", "cudaLaunchKernel", 410, 5, correlation=4), _kernel("evil_k", 420, 20, 4)]
 
 
 @pytest.fixture(scope="module")

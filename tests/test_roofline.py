@@ -32,22 +32,27 @@ def _doc(events, device=H100):
     return {"schemaVersion": 1, "deviceProperties": props, "traceEvents": events}
 
 
-@pytest.fixture
-def trace(tmp_path):
+def roofline_events() -> list[dict]:
+    """linear [64, 1024] x [4096, 1024]^T with the addmm inside it (counted once, on addmm:
+    two kernels of 30 and 10 us), and a conv2d with the trace's own count (the cudnn op
+    inside it not counted again). Shared with test_browser_roofline.py."""
     bf16 = ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]
-    ev = [  # linear [64, 1024] x [4096, 1024]^T -> addmm inside: counted once, on addmm
+    return [
         _x("cpu_op", "aten::linear", 0, 100, **{"Input Dims": [[64, 1024], [4096, 1024], [4096]], "Input type": bf16}),
         _x("cpu_op", "aten::addmm", 10, 80, **{"Input Dims": [[4096], [64, 1024], [1024, 4096]], "Input type": bf16}),
         _x("cuda_runtime", "cudaLaunchKernel", 20, 5, correlation=1), _kernel("gemm_a", 30, 30, 1),
         _x("cuda_runtime", "cudaLaunchKernel", 40, 5, correlation=2), _kernel("gemm_b", 60, 10, 2),
-        # conv2d with the trace's own count; the cudnn op inside is not counted again
         _x("cpu_op", "aten::conv2d", 200, 100, flops=5_000_000_000,
            **{"Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3]], "Input type": ["float", "float"]}),
         _x("cpu_op", "aten::cudnn_convolution", 210, 80,
            **{"Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3]], "Input type": ["float", "float"],
               "Concrete Inputs": ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]}),
         _x("cuda_runtime", "cudaLaunchKernel", 220, 5, correlation=3), _kernel("conv_k", 230, 50, 3)]
-    return tb_profiler.load(write_trace(tmp_path / "r.pt.trace.json", _doc(ev)), cache=False)
+
+
+@pytest.fixture
+def trace(tmp_path):
+    return tb_profiler.load(write_trace(tmp_path / "r.pt.trace.json", _doc(roofline_events())), cache=False)
 
 
 def test_each_flop_once_with_its_rate_and_roof(trace):
