@@ -175,7 +175,7 @@ export function App() {
           value={run ?? ""}
           options={runList.length ? runList : [""]}
           disabled={!runList.length}
-          onChange={(v) => setState({ run: v, worker: undefined, span: undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, m0: undefined, m1: undefined, dev: undefined, step: undefined })}
+          onChange={(v) => setState({ run: v, worker: undefined, span: undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, cp: undefined, m0: undefined, m1: undefined, dev: undefined, step: undefined })}
         />
         {!isDist && !traceRanks && st.view !== "Diff" && (
           <Select
@@ -183,7 +183,7 @@ export function App() {
             value={worker ?? ""}
             options={workerList.length ? workerList : [""]}
             disabled={workerList.length < 2}
-            onChange={(v) => setState({ worker: v, span: undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, m0: undefined, m1: undefined })}
+            onChange={(v) => setState({ worker: v, span: undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, cp: undefined, m0: undefined, m1: undefined })}
           />
         )}
         {st.view !== "Diff" && (
@@ -193,7 +193,7 @@ export function App() {
             options={spanList.length ? spanList : [""]}
             disabled={spanList.length < 2}
             title="Each profiling cycle (schedule repeat) writes one trace per worker: a span"
-            onChange={(v) => setState({ span: v, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, m0: undefined, m1: undefined })}
+            onChange={(v) => setState({ span: v, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, cp: undefined, m0: undefined, m1: undefined })}
           />
         )}
         <span className="spacer" />

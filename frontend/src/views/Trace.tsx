@@ -44,7 +44,7 @@ function ModeToggle({ ranks }: { ranks: boolean }) {
     <Tabs
       label="Trace of one worker or of several ranks"
       value={ranks ? "ranks" : "one"}
-      onChange={(v) => setState({ tmode: v === "ranks" ? "ranks" : undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined })}
+      onChange={(v) => setState({ tmode: v === "ranks" ? "ranks" : undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, cp: undefined })}
       options={[{ value: "one", label: "One worker" }, { value: "ranks", label: "Ranks" }]}
     />
   );
