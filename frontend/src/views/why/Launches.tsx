@@ -165,7 +165,7 @@ export function LaunchesSection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) 
             </div>
             <h3 className="sub-head">Launch overhead per operator</h3>
             <div className="launch-operators">
-              <DataTable rows={d.operators} cols={opCols} exportName={name("launch-operators")} pageSize={25} filterPlaceholder="Filter operators…" />
+              <DataTable rows={d.operators} cols={opCols} exportName={name("launch-operators")} pageSize={25} filterPlaceholder="Filter launching operators…" />
             </div>
           </div>
         );

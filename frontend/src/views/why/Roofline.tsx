@@ -336,7 +336,7 @@ export function RooflineSection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) 
                     pageSize={25}
                     initialSort={{ id: "flops", desc: true }}
                     caption={`${fmtCount(rows.length)} of ${fmtCount(total)} ${tab}${rows.length < total ? " (most FLOPs first)" : ""}`}
-                    filterPlaceholder={`Filter ${tab}…`}
+                    filterPlaceholder={`Filter roofline ${tab}…`}
                   />
                 </div>
               </>
