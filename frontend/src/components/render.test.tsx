@@ -1,28 +1,12 @@
 // @vitest-environment jsdom
 // Untrusted names (events, kernels, operators, files) render as text, never as HTML.
-import { act } from "react";
-import { createRoot } from "react-dom/client";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DataTable } from "./DataTable";
 import { StackFrames } from "./StackFrames";
+import { mount } from "../testing/mount";
 
-(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
 const EVIL = `<img src=x onerror="window.__pwned=1">`;
-let host: HTMLDivElement | null = null;
-
-function mount(node: React.ReactNode): HTMLDivElement {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  const root = createRoot(host);
-  act(() => root.render(node));
-  return host;
-}
-
-afterEach(() => {
-  host?.remove();
-  host = null;
-});
 
 describe("untrusted text", () => {
   it("stack frames show file:line as text", () => {

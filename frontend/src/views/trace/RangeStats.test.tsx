@@ -3,25 +3,12 @@
 // label) and the range statistics panel's tables (a tab per kind, the kind's rows, the
 // "more names" note).
 import { act } from "react";
-import { createRoot } from "react-dom/client";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { parseRange, rangeFromDrag, rangeLabel } from "../../timeline/rangeSelect";
 import { kindTabLabel, RangeStatsTables, rowsOfKind, type RangeStatsReply } from "./RangeStats";
+import { mount } from "../../testing/mount";
 
-(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
-let host: HTMLDivElement | null = null;
-function mount(node: React.ReactNode): HTMLDivElement {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  const root = createRoot(host);
-  act(() => root.render(node));
-  return host;
-}
-afterEach(() => {
-  host?.remove();
-  host = null;
-});
 
 describe("range from a drag on the ruler", () => {
   const vp = { start: 1000, end: 2000, width: 100 }; // 10 ns per px

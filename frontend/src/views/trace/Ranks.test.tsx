@@ -3,29 +3,16 @@
 // alignment line, which worker a merged track belongs to), the progress shown while the
 // server summarizes ranks, and the server-sorted instances table.
 import { act } from "react";
-import { createRoot } from "react-dom/client";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { RankRow } from "../../api/types";
 import { DataTable } from "../../components/DataTable";
 import { Progress, rankProgressText } from "../../components/common";
 import { detailsOnAxis, globalId, splitId, trackRanks, withGlobalIds } from "./merge";
 import { alignments, alignmentText } from "./Ranks";
 import { parseRanks, RankPicker, toggleRank } from "./RankPicker";
+import { mount } from "../../testing/mount";
 
-(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
-let host: HTMLDivElement | null = null;
-function mount(node: React.ReactNode): HTMLDivElement {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  const root = createRoot(host);
-  act(() => root.render(node));
-  return host;
-}
-afterEach(() => {
-  host?.remove();
-  host = null;
-});
 
 function row(rank: number, extra: Partial<RankRow> = {}): RankRow {
   return {

@@ -2,32 +2,18 @@
 // The copy bandwidth, annotations, launch queue and late arrivals sections' pure parts: the
 // pageable-copy note, the GB/s-over-time chart, the late-arrival bars (window and slider over
 // many ranks), the tables' columns, escaped tooltips and untrusted names rendered as text.
-import { act } from "react";
-import { createRoot } from "react-dom/client";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AnnotationsReply, CopyDirectionRow, CopyRow, LateRankRow, QueueStreamRow } from "../../api/why";
 import { DataTable } from "../../components/DataTable";
 import { lateBarsOption, lateOperatorCols, lateRankCols } from "../distributed/LateArrivals";
 import { deviceAnnotationCols, hasAnnotations, hostAnnotationCols } from "./Annotations";
 import { copyCols, directionCols, fmtGBps, knownBytes, memoryKinds, overTimeOption, overTimeSeries, pageableNote, pageableRows } from "./Memcpy";
 import { fullStreams, queueCols } from "./Queue";
+import { mount } from "../../testing/mount";
 
-(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
 const EVIL = `<img src=x onerror="window.__pwned=1">`;
 
-let host: HTMLDivElement | null = null;
-function mount(node: React.ReactNode): HTMLDivElement {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  const root = createRoot(host);
-  act(() => root.render(node));
-  return host;
-}
-afterEach(() => {
-  host?.remove();
-  host = null;
-});
 
 function dir(direction: string, src: string | null, dst: string | null, extra: Partial<CopyDirectionRow> = {}): CopyDirectionRow {
   return { direction, src, dst, copies: 2, bytes: 2000, time_ns: 1000, gbps: 2, gbps_median: 1.5, gbps_min: 1, gbps_max: 3, ...extra };

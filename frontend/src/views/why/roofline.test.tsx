@@ -2,34 +2,20 @@
 // The roofline section's pure parts: the roofs (min(peak TF/s, TB/s × intensity), one per
 // dtype present, dtypes of one peak sharing it), the log ranges, the points (one per
 // plottable row, its row index kept), escaped tooltips, the table's columns and names as text.
-import { act } from "react";
-import { createRoot } from "react-dom/client";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { RooflineRow } from "../../api/why";
 import { DataTable } from "../../components/DataTable";
+import { mount } from "../../testing/mount";
 import {
   fmtFlops, fmtSig, logRange, memoryLabel, peaksText, plottable, pointSize, pointTooltip, roofLine, rooflineCols,
   rooflineOption, roofsFor, roofY,
 } from "./Roofline";
 
-(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
 const EVIL = `<img src=x onerror="window.__pwned=1">`;
 const V100 = { tbps: 0.9, tflops: { fp64: 7.8, fp32: 15.7, fp16: 125.0 } };
 const H100 = { tbps: 3.35, tflops: { fp32: 67.0, fp16: 989.4, bf16: 989.4 } };
 
-let host: HTMLDivElement | null = null;
-function mount(node: React.ReactNode): HTMLDivElement {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  const root = createRoot(host);
-  act(() => root.render(node));
-  return host;
-}
-afterEach(() => {
-  host?.remove();
-  host = null;
-});
 
 function row(name: string, extra: Partial<RooflineRow> = {}): RooflineRow {
   return {

@@ -2,16 +2,14 @@
 // The "Why is the step slow" sections' pure parts: the factor and threshold controls'
 // values, the charts' options (what they draw, escaped tooltips), the tables' columns,
 // and untrusted names rendered as text.
-import { act } from "react";
-import { createRoot } from "react-dom/client";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { IdleReply, IdleRow, LaunchesReply, OutlierStep, StepOutliersReply } from "../../api/why";
 import { DataTable } from "../../components/DataTable";
 import { deviceSteps, deviceTotals, gapCols, idleBarsOption, idleCols, share, THRESHOLDS } from "./IdleTime";
 import { binLabels, callCols, histogramOption, operatorCols, OUTSIDE_OPS, outlierCols as launchOutlierCols } from "./Launches";
 import { causeDelta, factorLabel, factorPct, FACTORS, outlierCategories, outlierCols, stepBarsOption } from "./StepTime";
+import { mount } from "../../testing/mount";
 
-(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
 const EVIL = `<img src=x onerror="window.__pwned=1">`;
 
@@ -40,18 +38,6 @@ const STEPS: StepOutliersReply = {
   notes: [],
 };
 
-let host: HTMLDivElement | null = null;
-function mount(node: React.ReactNode): HTMLDivElement {
-  host = document.createElement("div");
-  document.body.appendChild(host);
-  const root = createRoot(host);
-  act(() => root.render(node));
-  return host;
-}
-afterEach(() => {
-  host?.remove();
-  host = null;
-});
 
 describe("step time", () => {
   it("reads a typed factor as factor_pct within the route's range", () => {
