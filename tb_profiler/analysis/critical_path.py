@@ -60,7 +60,7 @@ def critical_path(trace, *, max_segments: int = 100_000) -> dict:
                                                "other_ns", "device_share"]),
                 "segments": empty, "top": pd.DataFrame(columns=["kind", "name", "ns", "count"]), "truncated": 0,
                 "notes": [f"{why}: no critical path"]}
-    host = _host_side(trace)
+    host = _Host(trace)
     rows, summary = [], []
     for number, a, b in zip(st["step"].tolist(), st["start_ns"].tolist(), st["end_ns"].tolist()):
         segs = _walk(trace, dev, host, a, b)
@@ -133,10 +133,6 @@ class _Host:
 def _device_side(trace):
     rows = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK) & valid_times(trace) & (trace.event_devices >= 0))
     return _Device(trace, rows) if len(rows) else None
-
-
-def _host_side(trace):
-    return _Host(trace)
 
 
 def _walk(trace, dev: _Device, host: _Host, a: int, b: int) -> list[tuple[str, int, int, int, int]]:
