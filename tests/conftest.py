@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,26 @@ if importlib.util.find_spec("tb_profiler") is None:  # a checkout that is not pi
     sys.path.insert(0, str(ROOT))
 
 SAMPLE_RUNS = ("cnn_workers0", "cnn_workers2", "ddp_gloo", "transformer")
+_USER_CACHE_ENV = "TB_PROFILER_CACHE_DIR"
+
+
+def pytest_configure(config) -> None:
+    """Every cache a test writes without naming a folder goes to a temporary one, removed at
+    the end: a test run never fills (or reads stale entries from) the user's cache, even
+    when the user's shell points $TB_PROFILER_CACHE_DIR at it. Servers and subprocesses the
+    tests start inherit it."""
+    config._tbp_saved_cache = os.environ.get(_USER_CACHE_ENV)
+    config._tbp_cache = tempfile.mkdtemp(prefix="tbp-test-cache-")
+    os.environ[_USER_CACHE_ENV] = config._tbp_cache
+
+
+def pytest_unconfigure(config) -> None:
+    shutil.rmtree(getattr(config, "_tbp_cache", ""), ignore_errors=True)
+    saved = getattr(config, "_tbp_saved_cache", None)
+    if saved is None:
+        os.environ.pop(_USER_CACHE_ENV, None)
+    else:
+        os.environ[_USER_CACHE_ENV] = saved
 
 
 def _trace_files(logdir: Path) -> list[Path]:

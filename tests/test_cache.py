@@ -288,3 +288,19 @@ def test_no_warning_on_normal_use(trace_file, tmp_path):
         warnings.simplefilter("error")
         load(trace_file, cache_dir=tmp_path)
         load(trace_file, cache_dir=tmp_path)
+
+
+def test_the_test_session_writes_no_cache_into_the_users_folder(tmp_path):
+    """conftest points $TB_PROFILER_CACHE_DIR at a temporary folder for the whole session:
+    a load that names no cache folder writes there, not into ~/.cache/tb_profiler."""
+    import tempfile
+
+    from tb_profiler.cache import cache_dir
+
+    session = Path(os.environ["TB_PROFILER_CACHE_DIR"])
+    assert session.name.startswith("tbp-test-cache-") and str(session).startswith(tempfile.gettempdir())
+    assert Path(cache_dir()) == session
+    src = tmp_path / "w.pt.trace.json"
+    src.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}')
+    load(src)  # no cache_dir: the default folder
+    assert any(p.suffix == ".tbpc" and "w.pt.trace.json" in p.name for p in session.iterdir())
