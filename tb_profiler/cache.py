@@ -35,8 +35,8 @@ try:
 except ImportError:  # pragma: no cover
     _crc32 = zlib.crc32
 
-__all__ = ["CacheKey", "Entry", "cache_dir", "entry_chunks", "entry_from_buffer", "entry_name", "entry_path",
-           "read_entry", "write_entry", "CacheWarning"]
+__all__ = ["CacheKey", "Entry", "EntryInfo", "cache_dir", "clear", "entries", "entry_chunks", "entry_from_buffer",
+           "entry_name", "entry_path", "read_entry", "write_entry", "CacheWarning"]
 
 MAGIC = b"TBPCACHE"
 FORMAT = 1
@@ -178,6 +178,72 @@ def _strings_from(utf8: np.ndarray, offsets: np.ndarray | None, spec: dict) -> n
     out = np.empty(count, dtype=object)
     out[:] = parts
     return out
+
+
+# -- inventory ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EntryInfo:
+    """One file of the cache folder: its source as its header names it (None: not an entry,
+    or unreadable), whether that source is still there, its size and last use."""
+
+    path: str
+    source: str | None
+    kind: str            # "columns" or "summary"
+    nbytes: int
+    atime: float
+    orphan: bool         # the source is gone (a local file no longer there), or not an entry
+
+
+def entries(folder: str | os.PathLike | None = None) -> list[EntryInfo]:
+    """Every entry of the cache folder and of its summaries folder, oldest use first."""
+    root = cache_dir(folder)
+    out = []
+    for sub, kind in (("", "columns"), ("summaries", "summary")):
+        base = os.path.join(root, sub) if sub else root
+        try:
+            names = [n for n in os.listdir(base) if n.endswith(".tbpc")]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(base, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            source = _entry_source(path)
+            gone = source is None or ("://" not in source and not os.path.exists(source))
+            out.append(EntryInfo(path, source, kind, st.st_size, st.st_atime, gone))
+    return sorted(out, key=lambda e: e.atime)
+
+
+def _entry_source(path: str) -> str | None:
+    """The source an entry's header names (the header only is read), None if not an entry."""
+    try:
+        with open_regular(path) as f:
+            head = f.read(_PREFIX.size)
+            magic, fmt, _crc, header_len = _PREFIX.unpack(head)
+            if magic != MAGIC or header_len > 1 << 28:
+                return None
+            header = json.loads(f.read(header_len))
+        source = header.get("key", {}).get("source")
+        return source if isinstance(source, str) else None
+    except (OSError, ValueError, struct.error, UnicodeDecodeError, AttributeError):
+        return None
+
+
+def clear(folder: str | os.PathLike | None = None, orphans_only: bool = False) -> tuple[int, int]:
+    """Remove the cache's entries (only those whose source is gone with orphans_only);
+    (files removed, bytes freed). Other files in the folder are left alone."""
+    removed = freed = 0
+    for e in entries(folder):
+        if orphans_only and not e.orphan:
+            continue
+        try:
+            os.unlink(e.path)
+        except OSError:
+            continue
+        removed, freed = removed + 1, freed + e.nbytes
+    return removed, freed
 
 
 # -- writing ----------------------------------------------------------------------------

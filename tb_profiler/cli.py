@@ -86,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("--json", action="store_true", help="print JSON")
     why.set_defaults(func=cmd_why)
 
+    cache = sub.add_parser("cache", help="what the cache folder holds (decoded columns, summaries), and clearing it")
+    cache.add_argument("action", choices=("info", "clear"), help="info: entries, sizes, orphans; clear: remove entries")
+    cache.add_argument("--orphans", action="store_true", help="clear: only entries whose trace file is gone")
+    cache.add_argument("--cache-dir", help="cache folder (default: $TB_PROFILER_CACHE_DIR or ~/.cache/tb_profiler)")
+    cache.add_argument("--json", action="store_true", help="print JSON")
+    cache.set_defaults(func=cmd_cache)
+
     diff = sub.add_parser("diff", help="compare two traces or runs: step time, operators, kernels")
     diff.add_argument("baseline", help="trace file or run folder (A)")
     diff.add_argument("candidate", help="trace file or run folder (B)")
@@ -342,6 +349,40 @@ def trace_summary(trace: Any, top: int) -> dict:
         "operators": to_jsonable(ops.head(top)),
         "kernels": to_jsonable(kernels.head(top)),
     }
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from tb_profiler import cache as _cache
+
+    folder = _cache.cache_dir(args.cache_dir)
+    if args.action == "clear":
+        removed, freed = _cache.clear(folder, orphans_only=args.orphans)
+        doc = {"folder": folder, "removed": removed, "freed_bytes": freed}
+        if args.json:
+            _print_json(doc)
+        else:
+            print(f"{folder}: removed {removed} {'orphaned ' if args.orphans else ''}entr{'y' if removed == 1 else 'ies'}, "
+                  f"freed {_size(freed)}")
+        return EXIT_OK
+    found = _cache.entries(folder)
+    kinds = {k: [e for e in found if e.kind == k] for k in ("columns", "summary")}
+    doc = {"folder": folder, "entries": len(found), "bytes": sum(e.nbytes for e in found),
+           "columns": {"entries": len(kinds["columns"]), "bytes": sum(e.nbytes for e in kinds["columns"])},
+           "summaries": {"entries": len(kinds["summary"]), "bytes": sum(e.nbytes for e in kinds["summary"])},
+           "orphans": {"entries": sum(e.orphan for e in found), "bytes": sum(e.nbytes for e in found if e.orphan)},
+           "largest": [{"source": e.source, "kind": e.kind, "bytes": e.nbytes, "orphan": e.orphan}
+                       for e in sorted(found, key=lambda e: -e.nbytes)[:10]]}
+    if args.json:
+        _print_json(doc)
+        return EXIT_OK
+    print(f"{folder}: {doc['entries']} entries, {_size(doc['bytes'])}")
+    print(f"  decoded columns  {doc['columns']['entries']:>6}  {_size(doc['columns']['bytes'])}")
+    print(f"  summaries        {doc['summaries']['entries']:>6}  {_size(doc['summaries']['bytes'])}")
+    print(f"  orphaned         {doc['orphans']['entries']:>6}  {_size(doc['orphans']['bytes'])}"
+          "  (trace gone: `tb-profiler cache clear --orphans`)")
+    for e in doc["largest"]:
+        print(f"  {_size(e['bytes']):>10}  {e['kind']:<8} {e['source'] or '(not an entry)'}{'  [orphan]' if e['orphan'] else ''}")
+    return EXIT_OK
 
 
 WHY_PARTS = ("idle", "launches", "queue", "steps", "critical", "memcpy", "annotations", "roofline")

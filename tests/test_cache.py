@@ -304,3 +304,31 @@ def test_the_test_session_writes_no_cache_into_the_users_folder(tmp_path):
     src.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}')
     load(src)  # no cache_dir: the default folder
     assert any(p.suffix == ".tbpc" and "w.pt.trace.json" in p.name for p in session.iterdir())
+
+
+def test_cache_info_and_clear_orphans_and_all(tmp_path, capsys):
+    """tb-profiler cache info counts columns and summaries and names orphans (trace gone);
+    clear --orphans removes only those; clear removes every entry, never other files."""
+    from tb_profiler.cache import entries
+    from tb_profiler.cli import main
+    from tb_profiler.summary import summary_for
+
+    cache = tmp_path / "cache"
+    keep, gone = tmp_path / "keep.pt.trace.json", tmp_path / "gone.pt.trace.json"
+    for p in (keep, gone):
+        p.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}')
+        load(p, cache_dir=cache)
+    summary_for(keep, cache_dir=cache)
+    gone.unlink()
+    (cache / "notes.txt").write_text("mine")
+    assert main(["cache", "info", "--cache-dir", str(cache), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["columns"]["entries"], doc["summaries"]["entries"], doc["orphans"]["entries"]) == (2, 1, 1)
+    assert doc["bytes"] == sum(e.nbytes for e in entries(cache)) > 0
+    assert main(["cache", "clear", "--orphans", "--cache-dir", str(cache)]) == 0
+    assert "removed 1 orphaned entry" in capsys.readouterr().out
+    assert sorted(e.source for e in entries(cache)) == [str(keep), str(keep)]  # its columns and its summary
+    assert main(["cache", "clear", "--cache-dir", str(cache)]) == 0
+    assert entries(cache) == [] and (cache / "notes.txt").read_text() == "mine"
+    assert main(["cache", "info", "--cache-dir", str(cache)]) == 0
+    assert "0 entries" in capsys.readouterr().out
