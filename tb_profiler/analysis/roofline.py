@@ -149,7 +149,7 @@ def roofline(trace, *, peaks: dict | None = None) -> dict:
     chart (name, dtype, intensity, tflops), "device": {"name", "peaks", "peaks_from"},
     "notes"}."""
     ev = trace.events
-    counted, flops, out_elems, source = _counted_ops(trace)
+    counted, flops, out_elems, source, uncounted = _counted_ops(trace)
     notes = []
     device = next((d for d in trace.devices if d.name), None)
     device_name = device.name if device else None
@@ -159,7 +159,6 @@ def roofline(trace, *, peaks: dict | None = None) -> dict:
     if not len(counted):
         notes.append("no operator with a FLOP count: profile with with_flops=True, or record_shapes=True for the "
                      "shapes of matrix products, convolutions, attention and elementwise ops")
-    uncounted = _uncounted_convolutions(trace)
     if uncounted:
         notes.append(f"{uncounted} convolution calls have no FLOP count: the trace records their shapes but not "
                      "their stride and padding (profile with with_flops=True)")
@@ -177,25 +176,9 @@ def roofline(trace, *, peaks: dict | None = None) -> dict:
             "device": {"name": device_name, "peaks": roof, "peaks_from": roof_from}, "notes": notes}
 
 
-def _uncounted_convolutions(trace) -> int:
-    """Convolution calls with neither the trace's count nor a count from their shapes."""
-    ev = trace.events
-    ops = np.flatnonzero(ev["kind"] == Kind.CPU_OP)
-    names = trace.str(np.unique(ev["name"][ops])) if len(ops) else []
-    conv_ids = [i for i, n in zip(np.unique(ev["name"][ops]).tolist(), names) if n in _CONV]
-    conv = ops[np.isin(ev["name"][ops], conv_ids)]
-    if not len(conv):
-        return 0
-    mask = np.zeros(len(ev), np.int64)
-    mask[conv] = 1
-    conv = conv[(subtree_sum(mask, host_parent(trace)) - mask)[conv] == 0]  # each call once: its innermost op
-    flops, _ = _shape_flops(trace, conv)
-    given = ev["flops"][conv]
-    return int(((flops == 0) & ((given == MISSING_INT) | (given <= 0))).sum())
-
-
-def _counted_ops(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, FLOPs, output elements, source) of the operator calls whose FLOPs count."""
+def _counted_ops(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """(rows, FLOPs, output elements, source) of the operator calls whose FLOPs count, and
+    how many convolution calls have no count (neither the trace's nor their shapes')."""
     ev = trace.events
     ops = np.flatnonzero((ev["kind"] == Kind.CPU_OP) & valid_times(trace))
     given = ev["flops"][ops]
@@ -219,7 +202,21 @@ def _counted_ops(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     flops = np.where(has_arg, given, shaped_flops)[keep].astype(np.int64)
     out = shaped_out[keep].astype(np.int64)
     source = np.where(has_arg[keep], "trace flops", "shapes").astype(object)
-    return rows, flops, out, source
+    return rows, flops, out, source, _uncounted_convolutions(trace, ops, has_arg | (shaped_flops > 0), parent)
+
+
+def _uncounted_convolutions(trace, ops: np.ndarray, has_count: np.ndarray, parent: np.ndarray) -> int:
+    """Convolution calls (each once: the innermost convolution op of its chain) without a count."""
+    ev = trace.events
+    ids = np.unique(ev["name"][ops])
+    conv_ids = [i for i, n in zip(ids.tolist(), trace.str(ids) if len(ids) else []) if n in _CONV]
+    conv = np.isin(ev["name"][ops], conv_ids)
+    if not conv.any():
+        return 0
+    mask = np.zeros(len(ev), np.int64)
+    mask[ops[conv]] = 1
+    innermost = (subtree_sum(mask, parent) - mask)[ops] == 0
+    return int((conv & innermost & ~has_count).sum())
 
 
 def _shape_flops(trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
