@@ -16,13 +16,20 @@ export function hasAnnotations(d: AnnotationsReply | null | undefined): boolean 
   return !!d && (d.host.length > 0 || d.device.length > 0);
 }
 
-export function hostAnnotationCols(): Col<AnnotationRow>[] {
+/** The columns both sides share: the ranges' name, count and time. */
+function rangeCols<T extends AnnotationRow>(): Col<T>[] {
   return [
     { id: "name", header: "Annotation", value: (r) => r.name, width: 240 },
     { id: "count", header: "Count", value: (r) => r.count, kind: "count" },
     { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us" },
     { id: "mean", header: "Mean", value: (r) => r.mean_ns, kind: "us" },
     { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us" },
+  ];
+}
+
+export function hostAnnotationCols(): Col<AnnotationRow>[] {
+  return [
+    ...rangeCols<AnnotationRow>(),
     { id: "kernels", header: "Kernels", value: (r) => r.kernels, kind: "count", title: "Kernels launched inside the ranges (an outer range counts its inner ones')" },
     { id: "kernel_ns", header: "Kernel time", value: (r) => r.kernel_ns, kind: "us", title: "Time the kernels launched inside the ranges ran" },
   ];
@@ -31,11 +38,7 @@ export function hostAnnotationCols(): Col<AnnotationRow>[] {
 export function deviceAnnotationCols(deviceWord: string): Col<DeviceAnnotationRow>[] {
   return [
     { id: "device", header: deviceWord, value: (r) => r.device, kind: "count" },
-    { id: "name", header: "Annotation", value: (r) => r.name, width: 240 },
-    { id: "count", header: "Count", value: (r) => r.count, kind: "count" },
-    { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us" },
-    { id: "mean", header: "Mean", value: (r) => r.mean_ns, kind: "us" },
-    { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us" },
+    ...rangeCols<DeviceAnnotationRow>(),
     { id: "kernels", header: "Kernels", value: (r) => r.kernels, kind: "count", title: "Kernels that ran inside the ranges" },
     { id: "kernel_ns", header: "Busy time", value: (r) => r.kernel_ns, kind: "us", title: `The ${deviceWord.toLowerCase()}'s busy time inside the ranges, each ns once` },
   ];
