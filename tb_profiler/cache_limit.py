@@ -1,0 +1,286 @@
+"""A bounded cache folder: a size cap, least-recently-used eviction, orphan and temp-file cleanup.
+
+Why: without a bound the cache only grows (one user's reached 452 MB; a busy logdir can
+reach tens of GB): traces replaced or deleted leave orphaned entries, and a writer killed
+mid-write leaves its ``.tmp-*.tbpc`` file.  This module decides what may go; tb_profiler.cache
+reads and writes entries and calls it:
+
+- ``mark_used(path)`` after an entry is read: its mtime becomes "last used" (atime is not
+  reliable: relatime updates it at most daily, noatime never);
+- ``would_fit(folder, nbytes)`` before writing: an entry bigger than the whole cap is
+  never written;
+- ``enforce(folder, incoming=nbytes, keep=(path,))`` before (or after) writing: makes room.
+
+The folder given to these may be the cache folder or the folder of an entry: a
+``summaries`` subfolder stands for its parent (the cache folder holds both), so
+``os.path.dirname(entry_path)`` is enough for a caller.
+
+What counts: the files ``tb_profiler.cache.entries()`` lists (the cache folder's ``*.tbpc``
+and its ``summaries/`` folder's) whose name is an entry's (``<name>.<32 hex>.tbpc``, as
+``cache.entry_name`` makes them) or a writer's temp file (``.tmp-*.tbpc``), and that are
+regular files.  Anything else in the folder (a ``notes.tbpc``, a symlink, other files) is
+never counted, never removed.
+
+The order of eviction: temp files whose writer has not written for ``STALE_TEMP_SECONDS``
+always go (nothing can use them: an entry is renamed into place whole, and a live writer
+keeps touching its file); then, only while the entries plus ``incoming`` exceed the cap,
+orphans (the trace is gone, or the entry is unreadable) oldest first, then the least
+recently used.  Orphans are not removed while there is room: a trace folder on a mount that
+is down for a moment would otherwise lose all its entries (``tb-profiler cache clear
+--orphans`` removes them on demand).  Fresh temp files are neither counted nor removed:
+each is about to become an entry its writer accounts for (``incoming``), or to vanish.
+
+Races are harmless: a file that vanished is skipped (and no longer counted), a file used or
+rewritten since it was listed (its mtime or size changed) is left alone, and two processes
+evicting at once may together remove a little more than needed, never a kept path.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import time
+import warnings
+from dataclasses import dataclass
+
+from tb_profiler import cache as _cache
+
+__all__ = ["CAP_CEILING", "CAP_DISK_FRACTION", "ENV", "STALE_TEMP_SECONDS", "Item", "Removed", "cache_max",
+           "cache_max_bytes", "cache_root", "clear", "enforce", "evict", "inventory", "is_temp", "mark_used",
+           "parse_size", "would_fit"]
+
+ENV = "TB_PROFILER_CACHE_MAX"
+CAP_CEILING = 20 << 30      # 20 GiB
+CAP_DISK_FRACTION = 0.10    # of the free space on the cache folder's filesystem
+STALE_TEMP_SECONDS = 600.0  # a temp file not written for this long belongs to a dead writer
+SUBDIR = "summaries"        # tb_profiler.summary.store.SUBDIR (not imported: that pulls the decoder in)
+
+_ENTRY_NAME = re.compile(r"\.[0-9a-f]{32}\.tbpc\Z")      # cache.entry_name: <safe name>.<sha256[:32]>.tbpc
+_TEMP_NAME = re.compile(r"\A\.tmp-[^/]+\.tbpc\Z")         # cache.write_entry: mkstemp(prefix=".tmp-", suffix=".tbpc")
+_SIZE = re.compile(r"\A\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*\Z", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+# -- the cap ------------------------------------------------------------------------------
+def parse_size(text: str) -> int | None:
+    """Bytes for "1048576", "500M", "20G", "1.5GiB", "64kb" (units are powers of 1024, so
+    "20G" is the default's 20 GiB); None when text is not a size."""
+    m = _SIZE.match(text or "")
+    if not m:
+        return None
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def cache_max(folder: str | os.PathLike | None = None) -> tuple[int, str]:
+    """The cache folder's cap in bytes and where it comes from, in words.
+
+    ``$TB_PROFILER_CACHE_MAX`` when set to a size ("0": no caching); otherwise (or when it
+    is not a size: a warning, then) the default, min(20 GiB, 10 % of the free space on the
+    cache folder's filesystem).  Why that default: a cache must never be what fills a disk,
+    so it takes a tenth of what is free (less as the disk fills, which also makes it give
+    space back on a nearly full disk), and 20 GiB is already hundreds of decoded traces,
+    more than a working set, so a big empty disk is no reason to keep more.  The free
+    space counts the cache's own files as used, so with the default the cache settles a
+    little under a tenth of the space free without it; conservative on purpose."""
+    raw = os.environ.get(ENV, "").strip()
+    note = ""
+    if raw:
+        size = parse_size(raw)
+        if size is not None:
+            return size, f"${ENV}={raw}"
+        warnings.warn(f"tb_profiler: ${ENV}={raw!r} is not a size (bytes, or like 500M, 20G; 0: no cache); "
+                      "using the default cap", _cache.CacheWarning, stacklevel=2)
+        note = f"; ${ENV}={raw!r} is not a size"
+    where = _existing_parent(_cache.cache_dir(folder))
+    try:
+        free = int(shutil.disk_usage(where).free)
+    except (OSError, ValueError) as e:
+        return CAP_CEILING, f"default: {_gib(CAP_CEILING)} (the free space of {where} is unknown: {e}){note}"
+    share = int(free * CAP_DISK_FRACTION)
+    if share < CAP_CEILING:
+        return share, (f"default: {CAP_DISK_FRACTION:.0%} of the {_gib(free)} free on the filesystem of {where} "
+                       f"(at most {_gib(CAP_CEILING)}){note}")
+    return CAP_CEILING, f"default: {_gib(CAP_CEILING)} ({CAP_DISK_FRACTION:.0%} of the free space would be more){note}"
+
+
+def cache_max_bytes(folder: str | os.PathLike | None = None) -> int:
+    """The cache folder's cap in bytes (see cache_max); 0 means no caching."""
+    return cache_max(folder)[0]
+
+
+def would_fit(folder: str | os.PathLike | None, nbytes: int) -> bool:
+    """Whether an entry of nbytes may be written at all: False when it is bigger than the
+    cap itself (or the cap is 0), so the caller skips writing it (saying so)."""
+    cap = cache_max_bytes(cache_root(folder))
+    return cap > 0 and 0 <= nbytes <= cap
+
+
+def _existing_parent(path: str) -> str:
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+# -- use ----------------------------------------------------------------------------------
+def mark_used(path: str | os.PathLike) -> None:
+    """Record that the entry at path was just used: its mtime (and atime) become now, which
+    is what eviction orders by.  One syscall; never raises (a read-only cache simply keeps
+    its write times)."""
+    try:
+        os.utime(path)
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+# -- inventory ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Item:
+    """One file eviction may consider: an entry, or a writer's temp file."""
+
+    path: str
+    source: str | None
+    kind: str          # "columns" or "summary" (the folder it is in)
+    nbytes: int
+    used: float        # st_mtime: written, or last marked used
+    orphan: bool       # an entry whose trace is gone, or that is unreadable (never set for temp files)
+    temp: bool         # a writer's .tmp-*.tbpc file
+
+
+@dataclass(frozen=True)
+class Removed:
+    path: str
+    nbytes: int
+    reason: str        # "stale temp", "orphan", "least recently used", "cleared"
+
+
+def is_temp(path: str | os.PathLike) -> bool:
+    """Whether path is named as a writer's temp file (``.tmp-*.tbpc``)."""
+    return bool(_TEMP_NAME.match(os.path.basename(os.fspath(path))))
+
+
+def cache_root(folder: str | os.PathLike | None = None) -> str:
+    """The cache folder that folder belongs to: itself, or for the ``summaries`` folder of a
+    cache folder (where summary entries live), its parent.  The configured cache folder
+    ($TB_PROFILER_CACHE_DIR) is itself even when it is named ``summaries``."""
+    root = _cache.cache_dir(folder)
+    norm = os.path.normpath(root)
+    if os.path.basename(norm) == SUBDIR and norm != os.path.normpath(_cache.cache_dir()):
+        return os.path.dirname(norm) or "."
+    return root
+
+
+def inventory(folder: str | os.PathLike | None = None) -> list[Item]:
+    """The entries and temp files of the cache folder and its summaries folder (from
+    tb_profiler.cache.entries), least recently used first.  Files not named as entries or
+    temp files, and anything that is not a regular file, are left out."""
+    root = cache_root(folder)
+    allowed = {os.path.normpath(root), os.path.normpath(os.path.join(root, SUBDIR))}
+    out = []
+    for e in _cache.entries(root):
+        name = os.path.basename(e.path)
+        temp = is_temp(name)
+        if not (temp or _ENTRY_NAME.search(name)) or os.path.normpath(os.path.dirname(e.path)) not in allowed:
+            continue
+        try:
+            st = os.lstat(e.path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        out.append(Item(e.path, e.source, e.kind, st.st_size, st.st_mtime, e.orphan and not temp, temp))
+    return sorted(out, key=lambda i: i.used)
+
+
+def _remove(item: Item) -> str:
+    """'removed', 'gone' (someone else removed it) or 'kept' (changed since listed: used,
+    rewritten, replaced by something else; or it cannot be removed)."""
+    try:
+        st = os.lstat(item.path)
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return "kept"
+    if not stat.S_ISREG(st.st_mode) or st.st_size != item.nbytes or st.st_mtime > item.used:
+        return "kept"
+    try:
+        os.unlink(item.path)
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return "kept"
+    return "removed"
+
+
+def _norm(path: str | os.PathLike) -> str:
+    return os.path.normcase(os.path.realpath(os.fspath(path)))
+
+
+# -- eviction -------------------------------------------------------------------------------
+def evict(folder: str | os.PathLike | None = None, incoming: int = 0, keep: tuple[str, ...] = (),
+          stale_after: float = STALE_TEMP_SECONDS) -> list[Removed]:
+    """enforce(), saying for each file removed its size and why."""
+    root = cache_root(folder)
+    cap = cache_max_bytes(root)
+    kept = {_norm(p) for p in keep}
+    now = time.time()
+    removed: list[Removed] = []
+    live = []
+    for item in inventory(root):
+        if not item.temp:
+            live.append(item)
+        elif now - item.used > stale_after and _norm(item.path) not in kept and _remove(item) == "removed":
+            removed.append(Removed(item.path, item.nbytes, "stale temp"))
+    total = sum(i.nbytes for i in live)
+    if total + incoming <= cap or incoming > cap:  # room already; or none can be made (would_fit is False)
+        return removed
+    for item in sorted(live, key=lambda i: (not i.orphan, i.used)):
+        if total + incoming <= cap:
+            break
+        if _norm(item.path) in kept:
+            continue
+        outcome = _remove(item)
+        if outcome != "kept":
+            total -= item.nbytes
+        if outcome == "removed":
+            removed.append(Removed(item.path, item.nbytes, "orphan" if item.orphan else "least recently used"))
+    return removed
+
+
+def enforce(folder: str | os.PathLike | None = None, incoming: int = 0, keep: tuple[str, ...] = ()) -> list[str]:
+    """Make room so the folder's entries plus ``incoming`` bytes stay under the cap: stale
+    temp files always go, then (only while over the cap) orphans, then the least recently
+    used entries.  Never removes a path in keep, a file that is not an entry or temp file,
+    nor anything outside the cache folder and its summaries folder.  Never raises for a
+    file that vanished or changed meanwhile.  Returns the paths removed."""
+    return [r.path for r in evict(folder, incoming, keep)]
+
+
+def clear(folder: str | os.PathLike | None = None, orphans_only: bool = False,
+          stale_after: float = STALE_TEMP_SECONDS) -> list[Removed]:
+    """Remove every entry (or only the orphans) and the stale temp files; a temp file still
+    being written, and files that are not entries, stay."""
+    now = time.time()
+    removed = []
+    for item in inventory(folder):
+        if item.temp:
+            if now - item.used <= stale_after:
+                continue
+            reason = "stale temp"
+        elif item.orphan:
+            reason = "orphan"
+        elif orphans_only:
+            continue
+        else:
+            reason = "cleared"
+        if _remove(item) == "removed":
+            removed.append(Removed(item.path, item.nbytes, reason))
+    return removed
