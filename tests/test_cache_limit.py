@@ -4,6 +4,7 @@ orphans, then least recently used), what is never touched (kept paths, files tha
 entries, anything outside the folder), and `tb-profiler cache info|clear|trim`."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -16,6 +17,7 @@ import pytest
 
 from tb_profiler import cache as cache_mod
 from tb_profiler import cache_limit as limit
+from tb_profiler.cli import main
 
 GiB = 1 << 30
 Usage = namedtuple("Usage", "total used free")
@@ -287,4 +289,79 @@ def test_missing_folder(tmp_path):
 def test_every_entry_name_is_recognised(source):
     """The name shape eviction trusts is the one cache.entry_name makes."""
     assert limit._ENTRY_NAME.search(cache_mod.entry_name(source)) and not limit.is_temp(cache_mod.entry_name(source))
+
+
+# -- the command line ---------------------------------------------------------------------------
+def test_cli_info_shows_cap_total_orphans_and_stale_temp_files(monkeypatch, tmp_path, capsys):
+    root = tmp_path / "cache"
+    a = write(root, "a")
+    write(root, "gone", source_exists=False)
+    write(root, "s", summary=True)
+    temp_file(root, age_s=3600, nbytes=700)
+    temp_file(root, age_s=1)
+    monkeypatch.setenv(limit.ENV, "1M")
+    assert main(["cache", "info", "--cache-dir", str(root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cap"]["bytes"] == 1 << 20 and limit.ENV in doc["cap"]["origin"]
+    assert doc["cap"]["counted_bytes"] == 3 * os.path.getsize(a) and doc["cap"]["over"] is False
+    assert doc["stale_temp"] == {"files": 1, "bytes": 700}
+    assert doc["orphans"]["entries"] == 1 and doc["summaries"]["entries"] == 1
+    assert main(["cache", "info", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "cap              1.0 MB  ($TB_PROFILER_CACHE_MAX=1M)" in out and "stale temp files      1" in out
+
+
+def test_cli_clear_also_removes_stale_temp_files(tmp_path, capsys):
+    root = tmp_path / "cache"
+    keep = write(root, "keep")
+    gone = write(root, "gone", source_exists=False)
+    stale, fresh = temp_file(root, age_s=3600), temp_file(root, age_s=1)
+    (root / "notes.txt").write_text("mine")
+    assert main(["cache", "clear", "--orphans", "--cache-dir", str(root)]) == 0
+    assert "removed 1 orphaned entry and 1 stale temp file" in capsys.readouterr().out
+    assert keep.exists() and not gone.exists() and not stale.exists() and fresh.exists()
+    assert main(["cache", "clear", "--cache-dir", str(root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["removed"] == 1 and doc["files"][0]["path"] == str(keep)
+    assert fresh.exists() and (root / "notes.txt").exists()
+
+
+def test_cli_trim_evicts_down_to_the_cap(monkeypatch, tmp_path, capsys):
+    root = tmp_path / "cache"
+    now = time.time()
+    a, b, c = (write(root, n, used=now - age) for n, age in (("a", 300), ("b", 200), ("c", 100)))
+    size = os.path.getsize(a)
+    monkeypatch.setenv(limit.ENV, str(size))
+    assert main(["cache", "trim", "--cache-dir", str(root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [f["path"] for f in doc["files"]] == [str(a), str(b)]
+    assert doc["freed_bytes"] == 2 * size and doc["bytes_after"] == size and doc["cap"]["bytes"] == size
+    assert main(["cache", "trim", "--cache-dir", str(root)]) == 0
+    assert "removed 0 entries, freed 0 B" in capsys.readouterr().out
+    monkeypatch.setenv(limit.ENV, "0")
+    assert main(["cache", "trim", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "removed 1 entry" in out and "least recently used" in out and str(c) in out
+
+
+def test_cli_uses_the_cache_dir_from_the_environment(monkeypatch, tmp_path, capsys):
+    root = tmp_path / "envcache"
+    write(root, "a")
+    monkeypatch.setenv("TB_PROFILER_CACHE_DIR", str(root))
+    monkeypatch.setenv(limit.ENV, "0")
+    assert main(["cache", "trim", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == 1
+
+
+def test_cli_escapes_control_characters_in_paths(monkeypatch, tmp_path, capsys):
+    root = tmp_path / "cache\x1b[2J"
+    write(root, "evil\x1b]0;owned\x07\nname\u202e.json")
+    assert main(["cache", "info", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out and "\\x1b" in out and "\\u202e" in out
+    assert "evil\\x1b]0;owned\\x07\\x0aname" in out
+    monkeypatch.setenv(limit.ENV, "0")
+    assert main(["cache", "trim", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "removed 1 entry" in out and "\\x1b[2J" in out
 
