@@ -535,7 +535,7 @@ static void par_guard(tb_decoder *d, const uint8_t *write_end);
  * moves it into the blob when it merges the helper's events (merge_part). */
 static int64_t store_args(tb_decoder *d, const uint8_t *a0, size_t n)
 {
-    if (d->is_part)
+    if (d->is_part || d->keep_input)
         return (int64_t)(a0 - d->buf);
     if (d->par)
         par_guard(d, d->buf + d->w + n);
@@ -671,22 +671,41 @@ static const uint8_t *par_landed(tb_decoder *d, const uint8_t *p);
 /* The events from the one at p (a '{', or not: an error) to the array's ']' (depth = the
  * array's depth). With parts running, an event start that is a part's cut ends the walk:
  * a helper stops there, the main thread takes over that part's events. */
+/* Adds the text walked since *mark to this decoder's progress slot (see decoder.h). */
+static void publish_progress(tb_decoder *d, const uint8_t **mark, const uint8_t *p)
+{
+    d->walked += (int64_t)(p - *mark);
+    *mark = p;
+    __atomic_store_n(&d->progress[d->slot], d->walked, __ATOMIC_RELAXED);
+}
+
+#define TB_PROGRESS_EVERY 1024 /* events between two progress stores */
+
 static const uint8_t *read_events_from(tb_decoder *d, const uint8_t *p, int depth)
 {
     tb_scanner *s = &d->sc;
+    const uint8_t *mark = p;
+    unsigned count = 0;
     for (;;) {
         if (tb_peek(s, p) != '{')
             tb_fail(s, p, "an event is not a JSON object");
         p = read_event(d, p, depth + 1);
         p = tb_skip_ws(p, s->end);
         uint8_t c = tb_peek(s, p);
-        if (c == ',')
+        if (c == ',') {
             p = tb_skip_ws(p + 1, s->end);
-        else if (c == ']')
+        } else if (c == ']') {
+            if (d->progress)
+                publish_progress(d, &mark, p + 1);
             return p + 1;
-        else
+        } else {
             tb_fail(s, p, "expected ',' or ']'");
+        }
+        if (d->progress && ++count % TB_PROGRESS_EVERY == 0)
+            publish_progress(d, &mark, p);
         if (d->par) {
+            if (d->progress)
+                publish_progress(d, &mark, p); /* a merge below jumps p past the parts' text */
             const uint8_t *q = par_landed(d, p);
             if (q)
                 return q;
@@ -721,6 +740,7 @@ static const uint8_t *read_events(tb_decoder *d, const uint8_t *p, int depth)
  * part's cut: before a write would reach one, that part is stopped (par_guard). */
 
 #define TB_MAX_PARTS 16
+_Static_assert(TB_MAX_PARTS <= TB_PROGRESS_SLOTS, "a progress slot per part");
 #define TB_CUT_SEARCH ((size_t)1 << 20) /* bytes searched from a target for a cut */
 
 #ifdef TB_PARALLEL
@@ -849,6 +869,9 @@ static bool par_start(tb_decoder *d, const uint8_t *p, int depth)
         for (int c = 0; c < TB_NSPARSE; c++)
             h->sparse[c].itemsize = tb_sparse_specs[c].itemsize;
         h->is_part = true;
+        h->keep_input = d->keep_input;
+        h->progress = d->progress;
+        h->slot = k;
         h->par = par;
         h->next_cut = k + 1;
         h->landed = -1;
@@ -973,6 +996,10 @@ static void merge_part(tb_decoder *d, tb_part *pt)
  * every move is to a lower address and overwrites only text already moved or skipped. */
 static void move_args(tb_decoder *d, const tb_dense *H, size_t n0)
 {
+    if (d->keep_input) { /* the texts stay where they are: so do their offsets */
+        memcpy(d->dense.args_off + n0, H->args_off, H->n * sizeof *H->args_off);
+        return;
+    }
     size_t last = 0; /* the end of the helper's last args text: no write reaches past it */
     for (size_t i = H->n; i-- > 0;)
         if (H->args_len[i]) {

@@ -12,6 +12,7 @@
 #include "json_scan.h"
 
 #define TB_MISSING_INT INT64_MIN
+#define TB_PROGRESS_SLOTS 16 /* progress counters: one per decoder part (TB_MAX_PARTS at most) */
 
 /* Sparse columns, in schema.sparse_dtypes() order. */
 typedef struct {
@@ -41,8 +42,17 @@ struct tb_par;
 
 typedef struct {
     tb_scanner sc;
-    uint8_t *buf; /* the writable document */
+    uint8_t *buf; /* the document (written only for args compaction, never with keep_input) */
     size_t w;     /* args blob write pointer: buf[:w] is the blob, w <= read position */
+    /* Set by the caller. keep_input: the document is never written (it may be a read-only
+     * map of the file); each event's args_off addresses its args text where it lies in
+     * the document, which is then the args blob. progress (or NULL): progress[k] holds the
+     * bytes of events text decoder part k (0: the main thread) has walked, published every
+     * few events with relaxed atomic stores, for another thread to show while this runs. */
+    bool keep_input;
+    int64_t *progress;
+    int64_t walked;     /* this decoder's count behind progress[slot] */
+    int slot;
     /* Parallel decoding of the events array (see "parallel events" in decoder.c). Set by
      * the caller: threads (<= 1: one pass), min_part (bytes of JSON per thread at least). */
     int threads;

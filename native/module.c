@@ -13,6 +13,7 @@
 #include <Python.h>
 
 #include <stdlib.h>
+#include <string.h>
 #ifdef __linux__
 #include <sys/mman.h>
 #include <unistd.h>
@@ -180,14 +181,14 @@ static PyObject *toplevel_dict(tb_decoder *d)
     return out;
 }
 
-static PyObject *build_result(tb_decoder *d)
+static PyObject *build_result(tb_decoder *d, size_t blob_len)
 {
     PyObject *out = PyDict_New();
     if (!out)
         return NULL;
     if (set_steal(out, "dense", dense_dict(d)) < 0 || set_steal(out, "sparse", sparse_dict(d)) < 0 ||
         set_steal(out, "strings", strings_list(d)) < 0 || set_steal(out, "toplevel", toplevel_dict(d)) < 0 ||
-        set_steal(out, "args_blob_len", PyLong_FromSize_t(d->w)) < 0) {
+        set_steal(out, "args_blob_len", PyLong_FromSize_t(blob_len)) < 0) {
         Py_DECREF(out);
         return NULL;
     }
@@ -211,13 +212,18 @@ static void raise_error(const tb_decoder *d)
 /* ------------------------------------------------------------------ module */
 
 PyDoc_STRVAR(decode_doc,
-             "decode(buf, threads=1, min_part=8 MiB) -> dict\n\n"
+             "decode(buf, threads=1, min_part=8 MiB, keep_input=False, progress=None) -> dict\n\n"
              "Decode the JSON text of a Kineto/Chrome trace held in the writable buffer buf\n"
              "(e.g. a bytearray) into columns, the events array split between up to `threads`\n"
              "threads of at least `min_part` bytes each (the result is the same for any split).\n"
              "buf is overwritten: on return, buf[:args_blob_len]\n"
              "holds every event's args text (args_off/args_len address it), and the memory of\n"
              "the rest is given back to the OS (it reads as zeros).\n"
+             "keep_input=True: buf (any buffer, read-only too) is only read; args_off addresses\n"
+             "the args text where it lies in buf, and args_blob_len is len(buf).\n"
+             "progress: a writable int64 buffer of PROGRESS_SLOTS items, zeroed; while this runs\n"
+             "(without the GIL) its sum is the events text walked so far, in bytes (from several\n"
+             "threads, it can briefly count some text twice: clamp it to len(buf)).\n"
              "Returns {'dense': {col: Buffer}, 'sparse': {col: (rows Buffer, values Buffer)},\n"
              "'strings': [str], 'toplevel': {key: raw JSON text}, 'args_blob_len': int}.\n"
              "Raises DecodeError(message, byte_offset) for malformed input.");
@@ -243,43 +249,70 @@ static void release_tail(uint8_t *buf, size_t w, size_t len)
 #endif
 }
 
+/* The progress buffer: writable, C-contiguous int64 with a slot per decoder part. */
+static int progress_view(PyObject *obj, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != 8 || !view->format || strchr("qlQL", view->format[0]) == NULL ||
+        view->len < TB_PROGRESS_SLOTS * 8 || ((uintptr_t)view->buf & 7)) {
+        PyErr_Format(PyExc_ValueError, "decode: progress must be an aligned int64 buffer of at least %d items",
+                     TB_PROGRESS_SLOTS);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *native_decode(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"buf", "threads", "min_part", NULL};
-    PyObject *arg;
-    int threads = 1;
+    static char *kwlist[] = {"buf", "threads", "min_part", "keep_input", "progress", NULL};
+    PyObject *arg, *progress = Py_None;
+    int threads = 1, keep_input = 0;
     Py_ssize_t min_part = (Py_ssize_t)8 << 20;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|in:decode", kwlist, &arg, &threads, &min_part))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|inpO:decode", kwlist, &arg, &threads, &min_part,
+                                     &keep_input, &progress))
         return NULL;
     if (min_part < 1) {
         PyErr_SetString(PyExc_ValueError, "decode: min_part must be at least 1");
         return NULL;
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_WRITABLE) < 0)
+    Py_buffer view, pview = {0};
+    if (PyObject_GetBuffer(arg, &view, keep_input ? PyBUF_SIMPLE : PyBUF_WRITABLE) < 0)
         return NULL;
+    if (progress != Py_None && progress_view(progress, &pview) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     tb_decoder *d = calloc(1, sizeof *d);
     if (!d) {
         PyBuffer_Release(&view);
+        if (pview.obj)
+            PyBuffer_Release(&pview);
         return PyErr_NoMemory();
     }
     d->threads = threads;
     d->min_part = (size_t)min_part;
+    d->keep_input = keep_input != 0;
+    d->progress = pview.obj ? (int64_t *)pview.buf : NULL;
     int rc;
-    /* the buffer export keeps a bytearray from being resized while we run unlocked */
+    /* the buffer export keeps a bytearray from being resized while we run unlocked; with
+     * keep_input the decoder only reads buf (the cast drops a const it honours) */
     Py_BEGIN_ALLOW_THREADS
     rc = tb_decode(d, (uint8_t *)view.buf, (size_t)view.len);
-    if (rc == 0)
+    if (rc == 0 && !keep_input)
         release_tail((uint8_t *)view.buf, d->w, (size_t)view.len);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (rc)
         raise_error(d);
     else
-        result = build_result(d);
+        result = build_result(d, keep_input ? (size_t)view.len : d->w);
     tb_decoder_free(d);
     free(d);
     PyBuffer_Release(&view);
+    if (pview.obj)
+        PyBuffer_Release(&pview);
     return result;
 }
 
@@ -406,7 +439,8 @@ PyMODINIT_FUNC PyInit__native(void)
     if (!DecodeError || PyModule_AddObject(m, "DecodeError", DecodeError) < 0 ||
         PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0 ||
         PyModule_AddObject(m, "DENSE_COLUMNS", column_table()) < 0 ||
-        PyModule_AddObject(m, "SPARSE_COLUMNS", sparse_table()) < 0) {
+        PyModule_AddObject(m, "SPARSE_COLUMNS", sparse_table()) < 0 ||
+        PyModule_AddIntConstant(m, "PROGRESS_SLOTS", TB_PROGRESS_SLOTS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,10 +23,10 @@ never counted, never removed.
 
 The order of eviction: temp files whose writer has not written for ``STALE_TEMP_SECONDS``
 always go (nothing can use them: an entry is renamed into place whole, and a live writer
-keeps touching its file); then, only while the entries plus ``incoming`` exceed the cap,
+keeps touching its file), and so do orphans unused for ``ORPHAN_GRACE_SECONDS``; then, only while the entries plus ``incoming`` exceed the cap,
 orphans (the trace is gone, or the entry is unreadable) oldest first, then the least
-recently used.  Orphans are not removed while there is room: a trace folder on a mount that
-is down for a moment would otherwise lose all its entries (``tb-profiler cache clear
+recently used.  Younger orphans are not removed while there is room: a trace folder on a
+mount that is down for a moment would otherwise lose all its entries (``tb-profiler cache clear
 --orphans`` removes them on demand).  Fresh temp files are neither counted nor removed:
 each is about to become an entry its writer accounts for (``incoming``), or to vanish.
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from tb_profiler import cache as _cache
 
-__all__ = ["CAP_CEILING", "CAP_DISK_FRACTION", "ENV", "STALE_TEMP_SECONDS", "Item", "Removed", "cache_max",
+__all__ = ["CAP_CEILING", "CAP_DISK_FRACTION", "ENV", "ORPHAN_GRACE_SECONDS", "STALE_TEMP_SECONDS", "Item", "Removed", "cache_max",
            "cache_max_bytes", "cache_root", "clear", "enforce", "evict", "inventory", "is_temp", "mark_used",
            "parse_size", "would_fit"]
 
@@ -54,6 +54,7 @@ ENV = "TB_PROFILER_CACHE_MAX"
 CAP_CEILING = 20 << 30      # 20 GiB
 CAP_DISK_FRACTION = 0.10    # of the free space on the cache folder's filesystem
 STALE_TEMP_SECONDS = 600.0  # a temp file not written for this long belongs to a dead writer
+ORPHAN_GRACE_SECONDS = 7 * 86400.0  # an orphan unused this long goes even with room to spare
 SUBDIR = "summaries"        # tb_profiler.summary.store.SUBDIR (not imported: that pulls the decoder in)
 
 _ENTRY_NAME = re.compile(r"\.[0-9a-f]{32}\.tbpc\Z")      # cache.entry_name: <safe name>.<sha256[:32]>.tbpc
@@ -235,10 +236,15 @@ def evict(folder: str | os.PathLike | None = None, incoming: int = 0, keep: tupl
     removed: list[Removed] = []
     live = []
     for item in inventory(root):
+        old = now - item.used > (stale_after if item.temp else ORPHAN_GRACE_SECONDS)
+        if (item.temp or item.orphan) and old and _norm(item.path) not in kept:
+            outcome = _remove(item)
+            if outcome == "removed":
+                removed.append(Removed(item.path, item.nbytes, "stale temp" if item.temp else "orphan"))
+            if outcome != "kept":
+                continue
         if not item.temp:
             live.append(item)
-        elif now - item.used > stale_after and _norm(item.path) not in kept and _remove(item) == "removed":
-            removed.append(Removed(item.path, item.nbytes, "stale temp"))
     total = sum(i.nbytes for i in live)
     if total + incoming <= cap or incoming > cap:  # room already; or none can be made (would_fit is False)
         return removed

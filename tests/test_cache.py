@@ -18,7 +18,14 @@ from datafiles import V100X4, read_bytes
 
 import tb_profiler.decode as decode_mod
 from tb_profiler import cache as cache_mod
-from tb_profiler.trace import load
+from tb_profiler.trace import load as _load
+
+
+def load(*args, **kwargs):
+    """trace.load, then wait for its cache entry to be written (these tests read the entry)."""
+    trace = _load(*args, **kwargs)
+    trace.cache_path
+    return trace
 
 ROOT = Path(__file__).resolve().parents[1]
 V100X4_TEXT = read_bytes(V100X4)  # the plain JSON of a small real trace (4xV100)
@@ -150,6 +157,17 @@ def _flip(offset_from_end: int):
     return damage
 
 
+def _flip_in_first_array(entry: Path):
+    """Flip a byte inside the first array's data (not read at the open)."""
+    data = bytearray(entry.read_bytes())
+    magic, fmt, crc, hlen = struct.unpack_from("<8sIIQ", data)
+    header = json.loads(data[24:24 + hlen])
+    spec = next(iter(header["arrays"].values()))
+    at = (24 + hlen + 63) // 64 * 64 + spec["offset"] + spec["nbytes"] // 2
+    data[at] ^= 0x5A
+    entry.write_bytes(bytes(data))
+
+
 def _grow_first_array(header):
     name = next(iter(header["arrays"]))
     header["arrays"][name]["shape"][0] += 1
@@ -167,6 +185,7 @@ DAMAGE = {
     "garbage": lambda e: e.write_bytes(os.urandom(e.stat().st_size)),
     "garbage_header": lambda e: e.write_bytes(e.read_bytes()[:24] + b"{not json" + e.read_bytes()[33:]),
     "flipped_data_byte": _flip(200),
+    "flipped_array_byte": _flip_in_first_array,
     "flipped_header_byte": lambda e: _flip(e.stat().st_size - 40)(e),
     "wrong_magic": lambda e: e.write_bytes(b"XXXXXXXX" + e.read_bytes()[8:]),
     "appended_bytes": lambda e: e.write_bytes(e.read_bytes() + b"\0" * 64),
@@ -175,6 +194,10 @@ DAMAGE = {
     "checksum_mismatch": lambda e: _rewrite_header(e, lambda h: next(iter(h["arrays"].values())).update(crc=1)),
     "other_source": lambda e: _rewrite_header(e, lambda h: h["key"].update(source="/elsewhere")),
 }
+
+
+# Damage only an array's CRC can catch: found on the array's first read.
+ARRAY_DAMAGE = {"checksum_mismatch", "flipped_array_byte"}
 
 
 def test_header_rewriter_itself_keeps_entries_valid(trace_file, tmp_path):
@@ -189,8 +212,14 @@ def test_corrupt_entry_is_rebuilt(trace_file, tmp_path, damage):
     load(trace_file, cache_dir=tmp_path)
     entry = entry_of(trace_file, tmp_path)
     DAMAGE[damage](entry)
+    damaged = entry.read_bytes() if entry.exists() else b""
     t = load(trace_file, cache_dir=tmp_path)
-    assert not t.from_cache and digest(t) == fresh
+    # Damage inside an array's bytes is found when the array is first read (its CRC is
+    # checked then, not at the open): that read answers from the trace decoded again.
+    assert t.from_cache == (damage in ARRAY_DAMAGE)
+    assert digest(t) == fresh
+    if t.from_cache:
+        assert entry.read_bytes() != damaged  # the entry was rewritten when the damage was found
     again = load(trace_file, cache_dir=tmp_path)  # the rebuilt entry is good again
     assert again.from_cache and digest(again) == fresh
 

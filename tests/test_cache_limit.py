@@ -212,8 +212,8 @@ def test_keep_is_honoured(monkeypatch, tmp_path):
     cap_to(monkeypatch, os.path.getsize(oldest))
     removed = limit.enforce(root, keep=(str(oldest), str(root / ".." / "cache" / newest.name)))
     assert removed == [str(middle)] and oldest.exists() and newest.exists()
+    orphan_kept = write(root, "o", source_exists=False)  # written first: with a cap of 0 nothing is written
     cap_to(monkeypatch, 0)
-    orphan_kept = write(root, "o", source_exists=False)
     assert str(orphan_kept) not in limit.enforce(root, keep=(str(orphan_kept),)) and orphan_kept.exists()
 
 
@@ -272,7 +272,10 @@ def test_races_are_harmless(monkeypatch, tmp_path):
     cap_to(monkeypatch, 2 * os.path.getsize(a))
     assert limit.enforce(root) == []      # a's bytes are gone already: room enough
     assert b.exists() and c.exists()
+    monkeypatch.setattr(limit, "inventory", listed)  # write_entry makes room too: no race, and room enough
+    cap_to(monkeypatch, 1 << 30)
     a = write(root, "a", used=now - 300)
+    monkeypatch.setattr(limit, "inventory", inventory_then_race)
     cap_to(monkeypatch, os.path.getsize(a))
     assert limit.enforce(root) == [str(c)]  # a vanished again (not counted as removed), b was used since: kept
     assert b.exists()
@@ -365,3 +368,39 @@ def test_cli_escapes_control_characters_in_paths(monkeypatch, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "removed 1 entry" in out and "\\x1b[2J" in out
 
+
+
+def test_old_orphans_go_even_with_room(monkeypatch, tmp_path):
+    root = tmp_path / "cache"
+    now = time.time()
+    recent = write(root, "gone-lately", used=now - 3600, source_exists=False)
+    stale = write(root, "gone-long-ago", used=now - limit.ORPHAN_GRACE_SECONDS - 60, source_exists=False)
+    cap_to(monkeypatch, 1 << 30)
+    assert limit.enforce(root) == [str(stale)]
+    assert recent.exists()  # a trace folder that is away for a while keeps its entries
+
+
+def test_loads_keep_the_cache_under_its_cap(monkeypatch, tmp_path):
+    """Traces loaded one after another: the folder never exceeds the cap, the last used stay."""
+    from datafiles import V100X4, read_bytes
+
+    from tb_profiler.trace import load
+
+    text = read_bytes(V100X4)
+    root = tmp_path / "cache"
+    paths = []
+    for i in range(4):
+        p = tmp_path / f"w{i}.pt.trace.json.gz"
+        p.write_bytes(__import__("gzip").compress(text))
+        paths.append(p)
+    load(paths[0], cache_dir=root).cache_path
+    one = sum(f.stat().st_size for f in root.glob("*.tbpc"))
+    monkeypatch.setenv(limit.ENV, str(int(2.5 * one)))
+    for p in paths[1:]:
+        assert load(p, cache_dir=root).cache_path
+        assert sum(f.stat().st_size for f in root.glob("*.tbpc")) <= 2.5 * one
+    names = sorted(f.name.split(".")[0] for f in root.glob("*.tbpc"))
+    assert names == ["w2", "w3"]
+    monkeypatch.setenv(limit.ENV, "0")  # no caching at all
+    t = load(paths[0], cache_dir=root)
+    assert t.cache_path is None and not t.from_cache

@@ -10,6 +10,7 @@ import pytest
 from tb_profiler.errors import TraceFormatError
 from tb_profiler.io.read import read_trace_bytes, stat_key
 from tb_profiler.trace import KIND_NAMES, Kind, Trace, load
+from tb_profiler.trace.args_text import FileArgs, resident_nbytes
 
 
 def write(tmp_path, events, name="t.pt.trace.json", gz=False, **top):
@@ -268,10 +269,17 @@ def test_trace_does_not_keep_the_input(tmp_path):
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1,
                "args": {"External id": i}, "unused": pad} for i in range(500)]
     p = write(tmp_path, events)
-    t = load(p, cache=False)
     size = p.stat().st_size
+    # Plain JSON on disk: the args are read from the file when asked for; none is in memory.
+    t = load(p, cache=False)
+    assert isinstance(t.args_blob, FileArgs) and resident_nbytes(t.args_blob) == 0
+    assert t.args(499) == {"External id": 499}
+    # Gzip: only the args text is kept (compacted), not the rest of the inflated text.
+    gz = tmp_path / "t2.pt.trace.json.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    t = load(gz, cache=False)
     assert len(t.args_blob) == sum(len(json.dumps({"External id": i})) for i in range(500))
-    assert len(t.args_blob) < size / 5
+    assert resident_nbytes(t.args_blob) < size / 5
     assert t.args(499) == {"External id": 499}
 
 

@@ -24,7 +24,8 @@ from tb_profiler.decode import schema
 from tb_profiler.decode.schema import Decoded
 from tb_profiler.errors import TraceFormatError
 
-__all__ = ["DECODER_VERSION", "MIN_PART", "decode", "decode_bytes", "decode_threads", "Decoded"]
+__all__ = ["DECODER_VERSION", "MIN_PART", "decode", "decode_bytes", "decode_threads", "new_progress", "walked",
+           "Decoded"]
 
 # Bump whenever the decoder's output changes for some input (the decode cache keys on it).
 DECODER_VERSION = 5  # 5: the "flops" arg
@@ -88,12 +89,29 @@ def _args_blob(buf, n: int):
     return memoryview(buf).cast("B")[:n]
 
 
-def decode(buf: bytearray, source: str = "<bytes>", *, threads: int | None = None) -> Decoded:
-    """Decode the trace JSON text in ``buf`` (writable; overwritten) into columns, with up
-    to ``threads`` threads (default ``decode_threads()``)."""
+def new_progress() -> np.ndarray:
+    """A counter for decode(progress=...): ``walked(counter)`` reads it from another thread."""
+    return np.zeros(_native().PROGRESS_SLOTS, dtype=np.int64)
+
+
+def walked(progress: np.ndarray, total: int) -> int:
+    """Bytes of the text a running decode has walked (at most total)."""
+    return min(int(progress.sum()), total)
+
+
+def decode(buf, source: str = "<bytes>", *, threads: int | None = None, keep_input: bool = False,
+           progress: np.ndarray | None = None) -> Decoded:
+    """Decode the trace JSON text in ``buf`` into columns, with up to ``threads`` threads
+    (default ``decode_threads()``).
+
+    keep_input=False: buf must be writable and is overwritten (its front becomes the args
+    blob, see the module docstring).  keep_input=True: buf (a read-only memory map of the
+    file, say) is only read, and the args offsets address it: the blob is buf itself.
+    progress: a ``new_progress()`` counter another thread may read while this runs."""
     native = _native()
     try:
-        raw = native.decode(buf, threads=decode_threads() if threads is None else threads, min_part=MIN_PART)
+        raw = native.decode(buf, threads=decode_threads() if threads is None else threads, min_part=MIN_PART,
+                            keep_input=keep_input, progress=progress)
     except native.DecodeError as exc:
         message, offset = exc.args
         raise TraceFormatError(source, message, offset, _excerpt(buf, offset)) from None
@@ -105,8 +123,9 @@ def decode(buf: bytearray, source: str = "<bytes>", *, threads: int | None = Non
     for name, dtype in schema.sparse_dtypes().items():
         rows, values = raw["sparse"][name]
         sparse[name] = (np.frombuffer(rows, np.int32), np.frombuffer(values, dtype))
-    return Decoded(dense=dense, sparse=sparse, strings=raw["strings"],
-                   args_blob=_args_blob(buf, raw["args_blob_len"]), toplevel=raw["toplevel"], source=source)
+    blob = buf if keep_input else _args_blob(buf, raw["args_blob_len"])
+    return Decoded(dense=dense, sparse=sparse, strings=raw["strings"], args_blob=blob, toplevel=raw["toplevel"],
+                   source=source)
 
 
 def decode_bytes(data: bytes, source: str = "<bytes>") -> Decoded:

@@ -38,7 +38,8 @@ except ImportError:  # pragma: no cover - isal is an optional speed-up
     pass
 inflater = INFLATERS.get("isal", zlib)
 
-__all__ = ["INFLATE_ERRORS", "MAX_BYTES_ENV", "NotARegularFile", "is_url", "max_trace_bytes", "open_regular",
+__all__ = ["INFLATE_ERRORS", "MAX_BYTES_ENV", "NotARegularFile", "is_url", "map_plain_trace", "max_trace_bytes",
+           "open_regular",
            "read_head", "read_trace_bytes", "source_id", "stat_key"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -182,6 +183,40 @@ def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = Non
         if len(raw) == 0:
             raise TraceFormatError(source, "empty file (gzip holds no data)")
     return raw
+
+
+def map_plain_trace(path_or_url: str | os.PathLike, max_bytes: int | None = None):
+    """(a read-only map of the text, the open file) for a plain (not gzip) local trace
+    within the limit; None for anything else (a URL, gzip, empty, over the limit,
+    unreadable: read_trace_bytes reads those, or says what is wrong with them).
+
+    Why: the decoder can read the text where the OS already holds it (decode's
+    keep_input): no copy into fresh memory, whose page faults cost more than decoding.
+    The file stays open so the args text can be read from it later (trace.args_text.FileArgs).
+    """
+    if is_url(path_or_url):
+        return None
+    limit = max_trace_bytes() if max_bytes is None else int(max_bytes)
+    try:
+        f = open_regular(local_path(path_or_url))
+    except OSError:
+        return None
+    try:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0 or size > limit or f.read(2) == _GZIP_MAGIC:
+            f.close()
+            return None
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        f.close()
+        return None
+    data = np.frombuffer(mm, dtype=np.uint8)
+    try:
+        _check_head(data, size, os.fspath(path_or_url), True)
+    except TraceFormatError:
+        f.close()
+        raise
+    return data, f
 
 
 def _alloc(n: int) -> np.ndarray:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from tb_profiler.io.discovery import natural_key
+from tb_profiler.trace.args_text import resident_nbytes
 
 logger = logging.getLogger("tb_profiler.plugin")
 
@@ -75,6 +76,7 @@ class FileEntry:
     summary_error: str | None = None
     summary: Any = None           # its TraceSummary once S_READY
     summary_queued: bool = False  # in the summary thread's queue
+    fraction: float = 0.0         # of its text decoded so far, while it loads (progress inside one file)
 
     @property
     def key(self) -> tuple:
@@ -100,9 +102,11 @@ def trace_nbytes(trace: Any) -> int:
     state = getattr(trace, "_state", None)
     total = 0
     if state is not None:
-        total += sum(getattr(a, "nbytes", 0) for a in state.arrays.values())
+        arrays = state.arrays
+        own = getattr(arrays, "nbytes", None)  # a cache entry's: sized from its header, not read
+        total += own() if callable(own) else sum(getattr(a, "nbytes", 0) for a in arrays.values())
         blob = state.args_blob
-        total += len(blob) if blob is not None else 0
+        total += resident_nbytes(blob) if blob is not None else 0
     strings = getattr(trace, "strings", None)
     if strings is not None:
         total += sum(len(s) + 56 for s in strings if s is not None)
@@ -326,8 +330,12 @@ class ProfilerState:
         from tb_profiler.trace import load
 
         trace, error = None, None
+
+        def progress(done: int, total: int) -> None:
+            entry.fraction = done / total if total else 1.0
+
         try:
-            trace = load(entry.path, cache=self.cache, cache_dir=self.cache_dir)
+            trace = load(entry.path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
         except TraceFormatError as exc:
             error = str(exc)
         except OSError as exc:
@@ -571,10 +579,12 @@ class ProfilerState:
 
     def progress(self, entries: Iterable[FileEntry]) -> tuple[int, int]:
         """(bytes of the files done: loaded or failed, or summarized in a run of several
-        workers; bytes of all of them)."""
+        workers, plus the part of the file being loaded its decoder has walked; bytes of
+        all of them)."""
         with self._lock:
             entries = list(entries)
-            return sum(e.size for e in entries if self._done(e)), sum(e.size for e in entries)
+            done = sum(e.size if self._done(e) else int(e.size * e.fraction) if e.running else 0 for e in entries)
+            return done, sum(e.size for e in entries)
 
     def memory_used(self) -> int:
         with self._lock:

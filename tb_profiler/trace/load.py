@@ -3,24 +3,39 @@
 Why here and not in cache.py: the cache only stores arrays; this module decides what a
 valid key is (source identity, file size/mtime, decoder and model versions) and keeps
 the load working whatever the cache does.
+
+A fresh decode returns as soon as the tables are built; the cache entry is written by a
+thread meanwhile (the first view need not wait for it), and when it is written the
+trace moves onto it (``Trace.adopt``: its arrays memory-mapped from the entry instead of
+anonymous memory).  A later load of the same file in this process waits for that write.
+A plain local JSON trace is decoded from a read-only map of the file (no copy), and its
+args text stays in the file (read on demand), so neither memory nor the entry holds it.
 """
 from __future__ import annotations
 
 import os
+import threading
 import time
+from typing import Callable
 
 from tb_profiler import cache as _cache
 from tb_profiler import (
     decode as _decode,  # attribute lookups at call time: tests swap in tripwires
 )
 from tb_profiler.errors import TraceFormatError
-from tb_profiler.io.read import read_trace_bytes, source_id, stat_key
+from tb_profiler.io.read import map_plain_trace, read_trace_bytes, source_id, stat_key
+from tb_profiler.trace.args_text import BlockArgs, FileArgs
 from tb_profiler.trace.build import MODEL_VERSION, TraceState, build_state
 from tb_profiler.trace.model import Trace
 
+Progress = Callable[[int, int], None]
+_PROGRESS_EVERY_S = 0.25
+_writers: dict[str, threading.Thread] = {}   # entry file -> the thread writing it now
+_writers_lock = threading.Lock()
+
 
 def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
-         max_bytes: int | None = None) -> Trace:
+         max_bytes: int | None = None, progress: Progress | None = None, background: bool = True) -> Trace:
     """Load one trace file (local path or fsspec URL, .json or .json.gz) as a Trace.
 
     cache: use the on-disk cache (see tb_profiler.cache): a hit costs a file open; a miss
@@ -28,6 +43,10 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     cache_dir: cache folder (default $TB_PROFILER_CACHE_DIR or the user cache dir).
     max_bytes: most bytes of JSON text (inflated) to accept; default
         $TB_PROFILER_MAX_TRACE_BYTES or half the available memory (io.read.max_trace_bytes).
+    progress(done, total): called from another thread while the text is decoded, with the
+        bytes of JSON text walked so far and in all.
+    background: write the cache entry in a thread (``Trace.cache_path`` waits for it);
+        False writes it before returning.
     Raises TraceFormatError for an unreadable, malformed or too big file, and when memory
     runs out while decoding it.
     """
@@ -39,37 +58,164 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
             size, mtime = stat_key(path)
             key = _cache.CacheKey(source, size, mtime, str(_decode.DECODER_VERSION), MODEL_VERSION)
             entry_file = _cache.entry_path(source, cache_dir)
-            hit = _cache.read_entry(entry_file, key)
+            _wait_written(entry_file)
+            healer = _Healer(path, source, max_bytes, entry_file, key)
+            hit = _cache.read_entry(entry_file, key, on_damage=healer.arrays)
         except (OSError, ValueError):  # read_trace_bytes reports the real problem
             key = hit = None
-        if hit is not None:
-            trace = Trace(TraceState(hit.arrays, hit.strings, hit.args_blob, hit.meta), from_cache=True)
-            trace.cache_path = hit.path
+        trace = _from_entry(hit, healer) if hit is not None else None
+        if trace is not None:
             trace.load_seconds = time.perf_counter() - t0
             return trace
 
-    try:
-        state = _decode_file(path, source, max_bytes, t0)
-    except MemoryError:  # numpy's _ArrayMemoryError included: a message, not a traceback
-        raise TraceFormatError(source, "out of memory while reading and decoding it (set "
-                                       "TB_PROFILER_MAX_TRACE_BYTES lower to refuse such files early)") from None
+    state = _fresh_state(path, source, max_bytes, progress)
     trace = Trace(state)
-    if key is not None:
-        if _cache.write_entry(entry_file, key, state.arrays, state.strings, state.args_blob, state.meta):
-            trace.cache_path = entry_file
     trace.load_seconds = time.perf_counter() - t0
+    if key is not None:
+        _write_entry(trace, entry_file, key, background)
     return trace
 
 
-def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0: float) -> TraceState:
+def _from_entry(hit: _cache.Entry, healer: "_Healer") -> Trace | None:
+    """The trace of a cache entry; None when its arrays do not make one (a header that
+    passed its CRC but says something impossible: a miss like any other)."""
+    if isinstance(hit.args_blob, BlockArgs):
+        hit.args_blob.on_damage = healer.args
+    try:
+        trace = Trace(TraceState(hit.arrays, hit.strings, hit.args_blob, hit.meta), from_cache=True)
+    except (ValueError, KeyError, TypeError):
+        return None
+    trace._cache_path = hit.path
+    return trace
+
+
+def _fresh_state(path, source: str, max_bytes: int | None, progress: Progress | None = None) -> TraceState:
+    try:
+        return _decode_file(path, source, max_bytes, time.perf_counter(), progress)
+    except MemoryError:  # numpy's _ArrayMemoryError included: a message, not a traceback
+        raise TraceFormatError(source, "out of memory while reading and decoding it (set "
+                                       "TB_PROFILER_MAX_TRACE_BYTES lower to refuse such files early)") from None
+
+
+def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0: float,
+                 progress: Progress | None = None) -> TraceState:
     """read -> decode -> build, with each stage's seconds in the meta."""
-    buf = read_trace_bytes(path, max_bytes)
+    mapped = map_plain_trace(path, max_bytes)
+    if mapped is not None:
+        buf, file = mapped
+    else:
+        buf, file = read_trace_bytes(path, max_bytes), None
     t_read = time.perf_counter()
-    decoded = _decode.decode(buf, source)
-    t_decoded = time.perf_counter()
-    state = build_state(decoded, buf)
+    try:
+        with _Reporter(progress, len(buf)) as counter:
+            decoded = _decode.decode(buf, source, keep_input=file is not None, progress=counter)
+        t_decoded = time.perf_counter()
+        state = build_state(decoded, None if file is not None else buf)
+        if file is not None:  # the args are read from the file from now on, not from the map
+            st = os.fstat(file.fileno())
+            state.args_blob = FileArgs(os.dup(file.fileno()), st.st_size)
+    finally:
+        if file is not None:
+            file.close()
     del decoded, buf
     state.meta["read_seconds"] = t_read - t0
     state.meta["decode_seconds"] = t_decoded - t_read
     state.meta["build_seconds"] = time.perf_counter() - t_decoded
     return state
+
+
+class _Reporter:
+    """Calls progress(done, total) every quarter second while a decode runs (in a thread:
+    the decoder runs without the GIL and publishes how far it got)."""
+
+    def __init__(self, progress: Progress | None, total: int):
+        self.progress, self.total = progress, total
+        self.counter = _decode.new_progress() if progress is not None else None
+        self.done = threading.Event()
+
+    def __enter__(self):
+        if self.counter is not None:
+            threading.Thread(target=self._run, name="tb_profiler-progress", daemon=True).start()
+        return self.counter
+
+    def _run(self) -> None:
+        while not self.done.wait(_PROGRESS_EVERY_S):
+            self._report(_decode.walked(self.counter, self.total))
+
+    def _report(self, done: int) -> None:
+        try:
+            self.progress(done, self.total)
+        except Exception:  # a caller's progress callback never breaks a load
+            pass
+
+    def __exit__(self, *exc):
+        self.done.set()
+        if self.counter is not None and exc[0] is None:
+            self._report(self.total)
+        return False
+
+
+# -- the cache entry, written after the load ------------------------------------------------------
+def _write_entry(trace: Trace, entry_file: str, key: _cache.CacheKey, background: bool) -> None:
+    state = trace._state
+
+    def write() -> None:
+        if _cache.write_entry(entry_file, key, state.arrays, state.strings, state.args_blob, state.meta):
+            trace._cache_path = entry_file
+            entry = _cache.read_entry(entry_file, key)
+            if entry is not None:  # serve from the mapped entry: its pages are the OS's to drop
+                trace.adopt(entry.arrays, entry.args_blob)
+                entry.arrays.on_damage = lambda: state.arrays  # what was just written, still here
+
+    if not background:
+        write()
+        return
+    thread = threading.Thread(target=_run_writer, args=(entry_file, write), name="tb_profiler-cache-write")
+    with _writers_lock:
+        _writers[entry_file] = thread
+    trace._writer = thread
+    thread.start()
+
+
+def _run_writer(entry_file: str, write) -> None:
+    try:
+        write()
+    finally:
+        with _writers_lock:
+            if _writers.get(entry_file) is threading.current_thread():
+                del _writers[entry_file]
+
+
+def _wait_written(entry_file: str) -> None:
+    """Wait for this process's write of that entry, if one is running."""
+    with _writers_lock:
+        thread = _writers.get(entry_file)
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+class _Healer:
+    """A damaged cache entry found after the open (an array's CRC checked on first read):
+    decode the trace again, once, and answer from that; the entry is rewritten."""
+
+    def __init__(self, path, source: str, max_bytes: int | None, entry_file: str, key: _cache.CacheKey):
+        self.path, self.source, self.max_bytes = path, source, max_bytes
+        self.entry_file, self.key = entry_file, key
+        self.lock = threading.Lock()
+        self.state: TraceState | None = None
+        self.healed = False
+
+    def _fresh(self) -> TraceState:
+        with self.lock:
+            if self.state is None:
+                self.state = _fresh_state(self.path, self.source, self.max_bytes)
+                self.healed = True
+                _cache.write_entry(self.entry_file, self.key, self.state.arrays, self.state.strings,
+                                   self.state.args_blob, self.state.meta)
+            return self.state
+
+    def arrays(self):
+        return self._fresh().arrays
+
+    def args(self):
+        return self._fresh().args_blob

@@ -28,7 +28,7 @@ from tb_profiler.trace.devices import (
 from tb_profiler.trace.metadata import ProcessInfo, parse_toplevel, step_number
 from tb_profiler.trace.roles import DEVICE_SIDE, DEVICE_WORK, Role, role_column, role_mask
 from tb_profiler.trace.strings import map_string_ids, resolve, used_ids
-from tb_profiler.trace.table import SparseStore, Table
+from tb_profiler.trace.table import Columns, SparseStore, Table
 
 _MEMORY_COLUMNS = {"addr": "addr", "bytes": "mem_bytes", "total_allocated": "total_allocated",
                    "total_reserved": "total_reserved", "device_type": "device_type", "device_id": "device_id"}
@@ -54,19 +54,13 @@ class Trace:
         self.decode_seconds: float = float(meta.get("decode_seconds", decode_seconds))
         self.from_cache = from_cache
         self.load_seconds: float = 0.0
-        self.cache_path: str | None = None
+        self._cache_path: str | None = None
+        self._writer = None  # the thread writing its cache entry (trace.load), if any
         dtypes = {k: np.dtype(v) for k, v in meta.get("sparse_dtypes", {}).items()}
-        sparse = {}
-        for name in dtypes:
-            rows = state.arrays.get(f"sparse.{name}.rows")
-            if rows is not None:
-                sparse[name] = (rows, state.arrays[f"sparse.{name}.values"])
-        self._store = SparseStore(sparse, self.n_rows, dtypes)
+        self._store = SparseStore(state.arrays, self.n_rows, dtypes)
         tables = {}
         for table in PHASES:
-            prefix = table + "."
-            cols = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
-            tables[table] = Table(table, cols, self.strings, self._store, state)
+            tables[table] = Table(table, Columns(state.arrays, table + "."), self.strings, self._store, state)
         self.events: Table = tables["events"]
         self.instants: Table = tables["instants"]
         self.counters: Table = tables["counters"]
@@ -87,9 +81,35 @@ class Trace:
         return t.args(i)
 
     @property
+    def cache_path(self) -> str | None:
+        """The cache entry this trace was read from or written to (None: no cache); waits
+        for an entry still being written."""
+        writer = self._writer
+        if writer is not None:
+            writer.join()
+        return self._cache_path
+
+    @cache_path.setter
+    def cache_path(self, value: str | None) -> None:
+        self._cache_path = value
+
+    @property
     def args_blob(self):
-        """Every event's raw args JSON text, addressed by the args_off/args_len columns."""
+        """Every event's raw args JSON text, addressed by the args_off/args_len columns
+        (bytes-like, or trace.args_text's FileArgs/BlockArgs: slice it for bytes)."""
         return self._state.args_blob
+
+    def adopt(self, arrays, args_blob) -> None:
+        """Read the same arrays and args text from elsewhere from now on (the cache entry
+        just written: memory-mapped instead of anonymous memory).  Every table reads
+        through the state's arrays, so they all move; what they derived stays."""
+        state = self._state
+        state.arrays, state.args_blob = arrays, args_blob
+        self._store.arrays = arrays
+        for table in (self.events, self.instants, self.counters, self.flows, self.meta_events):
+            cols = table._cols
+            if isinstance(cols, Columns):
+                cols.arrays = arrays
 
     # -- metadata -------------------------------------------------------------------
     @cached_property

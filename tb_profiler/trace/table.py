@@ -9,6 +9,7 @@ table's rows only, on first access, then kept.  ``df()`` gives pandas when wante
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
@@ -31,36 +32,86 @@ _HIDDEN = frozenset({"row", "args_off", "args_len", "pid_str", "tid_str",
 class SparseStore:
     """The decoder's sparse args columns, shared by all tables of one trace.
 
-    sparse: name -> (rows ascending into the decoded row order, values); n_rows: how many
-    rows the decoder produced.  Empty columns may be absent (read as all-missing).
+    arrays: the trace's arrays ("sparse.<name>.rows" ascending into the decoded row order,
+    "sparse.<name>.values"), read only when a column is densified (a cache entry's arrays
+    are checked on first read); n_rows: how many rows the decoder produced.  Empty columns
+    may be absent (read as all-missing).
     """
 
-    def __init__(self, sparse: dict[str, tuple[np.ndarray, np.ndarray]], n_rows: int,
-                 dtypes: dict[str, np.dtype]):
-        self.sparse = sparse
+    def __init__(self, arrays, n_rows: int, dtypes: dict[str, np.dtype]):
+        self.arrays = arrays
         self.n_rows = n_rows
         self.dtypes = dtypes
 
     def names(self) -> list[str]:
         return list(self.dtypes)
 
+    def _pair(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        if f"sparse.{name}.rows" not in self.arrays:
+            return None
+        return self.arrays[f"sparse.{name}.rows"], self.arrays[f"sparse.{name}.values"]
+
     def densify(self, name: str, inverse: np.ndarray, m: int) -> np.ndarray:
         """Column ``name`` for a table of m rows; inverse maps decoded row -> table row or -1."""
         dtype = self.dtypes[name]
         out = np.full(m, missing_value(dtype, name), dtype=dtype)
-        if name in self.sparse:
-            where, values = self.sparse[name]
-            if len(where):
-                pos = inverse[where]
-                keep = pos >= 0
-                out[pos[keep]] = values[keep]
+        pair = self._pair(name)
+        if pair is not None and len(pair[0]):
+            where, values = pair
+            pos = inverse[where]
+            keep = pos >= 0
+            out[pos[keep]] = values[keep]
         return out
 
     def present(self, name: str, inverse: np.ndarray) -> bool:
         """Whether any row of the table (given by its inverse map) carries the field."""
-        if name not in self.sparse or not len(self.sparse[name][0]):
+        pair = self._pair(name)
+        if pair is None or not len(pair[0]):
             return False
-        return bool((inverse[self.sparse[name][0]] >= 0).any())
+        return bool((inverse[pair[0]] >= 0).any())
+
+
+class Columns(MutableMapping):
+    """A table's columns: its prefix's arrays of the trace ("events.ts" -> "ts"), read
+    through on each access (so a cache entry's are checked when first read, and a trace
+    that moves to its cache entry moves every table with it), plus the columns the table
+    derived itself (densified args fields)."""
+
+    def __init__(self, arrays, prefix: str):
+        self.arrays, self.prefix = arrays, prefix
+        self.names = [k[len(prefix):] for k in arrays if k.startswith(prefix)]
+        self.own: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, col: str) -> np.ndarray:
+        got = self.own.get(col)
+        if got is not None:
+            return got
+        if col in self.names:
+            return self.arrays[self.prefix + col]
+        raise KeyError(col)
+
+    def __setitem__(self, col: str, arr: np.ndarray) -> None:
+        self.own[col] = arr
+
+    def __delitem__(self, col: str) -> None:
+        del self.own[col]
+
+    def __iter__(self):
+        yield from self.names
+        yield from (c for c in self.own if c not in self.names)
+
+    def __len__(self) -> int:
+        return len(self.names) + sum(c not in self.names for c in self.own)
+
+    def __contains__(self, col) -> bool:
+        return col in self.own or col in self.names
+
+    def length(self, col: str) -> int:
+        """A column's length without reading it."""
+        if col in self.own:
+            return len(self.own[col])
+        own_len = getattr(self.arrays, "length", None)
+        return own_len(self.prefix + col) if own_len else len(self.arrays[self.prefix + col])
 
 
 class Table:
@@ -71,10 +122,10 @@ class Table:
     ``t["name"]`` for the event-name column.  ``row`` is each row's index in the file's event order.
     """
 
-    def __init__(self, label: str, columns: dict[str, np.ndarray], strings: np.ndarray,
+    def __init__(self, label: str, columns: "dict[str, np.ndarray] | Columns", strings: np.ndarray,
                  store: SparseStore | None = None, state=None):
         self.label = label
-        self._cols = dict(columns)
+        self._cols = columns if isinstance(columns, Columns) else dict(columns)
         self.strings = strings
         self._store = store
         # The trace's TraceState (its args text), never the Trace: a table pointing back at
@@ -82,7 +133,8 @@ class Table:
         # GC runs (a process summarizing trace after trace grew by ~100 MB a file).
         self._state = state
         self._inverse: np.ndarray | None = None
-        n = {len(v) for v in self._cols.values()}
+        cols = self._cols
+        n = {cols.length(c) for c in cols} if isinstance(cols, Columns) else {len(v) for v in cols.values()}
         if len(n) > 1:
             raise ValueError(f"table {label}: columns of different lengths {sorted(n)}")
         self._n = n.pop() if n else 0
