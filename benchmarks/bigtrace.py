@@ -24,20 +24,23 @@ GENERATOR = "g2"  # bump when make_big_trace.py writes different files for the s
 
 
 def build_trace(seed: Path = DEFAULT_SEED, size: str = "100M", out_dir: Path = OUT_DIR,
-                synth_gpu: bool = False) -> tuple[Path, Path]:
-    """The JSON trace and a .gz of it for (seed, size, synth_gpu), built atomically once."""
+                synth_gpu: bool = False, gz: bool = True) -> tuple[Path, Path | None]:
+    """The JSON trace and a .gz of it for (seed, size, synth_gpu), built atomically once
+    (gz=False: no .gz, None in its place; gzipping 10 GB takes minutes)."""
     seed = Path(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{seed.name.split('.')[0]}-{seed.stat().st_size}-{size}{'-gpu' if synth_gpu else ''}-{GENERATOR}"
-    path, gz = out_dir / f"{stem}.json", out_dir / f"{stem}.json.gz"
+    path, gz_path = out_dir / f"{stem}.json", out_dir / f"{stem}.json.gz"
     if not path.exists():
         print("building", path.name, "...", file=sys.stderr)
         # make_big_trace writes a temporary name and renames it when complete
         make_big_trace.build(seed, make_big_trace.parse_size(size), path, synth=synth_gpu, quiet=True)
-    if not gz.exists():
-        tmp = gz.with_suffix(".tmp")
+    if not gz:
+        return path, None
+    if not gz_path.exists():
+        tmp = gz_path.with_suffix(".tmp")
         with open(path, "rb") as f, gzip.open(tmp, "wb", compresslevel=6) as g:
             while chunk := f.read(1 << 24):
                 g.write(chunk)
-        tmp.rename(gz)
-    return path, gz
+        tmp.rename(gz_path)
+    return path, gz_path

@@ -110,10 +110,13 @@ def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0
         with _Reporter(progress, len(buf)) as counter:
             decoded = _decode.decode(buf, source, keep_input=file is not None, progress=counter)
         t_decoded = time.perf_counter()
-        state = build_state(decoded, None if file is not None else buf)
-        if file is not None:  # the args are read from the file from now on, not from the map
-            st = os.fstat(file.fileno())
-            state.args_blob = FileArgs(os.dup(file.fileno()), st.st_size)
+        if file is not None:
+            # The args are read from the file from now on, not from the map, which goes
+            # now: its pages (the whole file) would count in this process's memory while
+            # the tables are built.
+            decoded.args_blob = FileArgs(os.dup(file.fileno()), os.fstat(file.fileno()).st_size)
+            buf = None
+        state = build_state(decoded, buf)
     finally:
         if file is not None:
             file.close()
