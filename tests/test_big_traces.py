@@ -82,6 +82,13 @@ def test_load_reports_progress_and_a_bad_callback_breaks_nothing(tmp_path):
     load(p, cache=False, progress=lambda done, total: calls.append((done, total)))
     assert calls and calls[-1][0] == calls[-1][1] == p.stat().st_size
 
+    gz = tmp_path / "w2.pt.trace.json.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    calls.clear()
+    load(gz, cache=False, progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (2 * p.stat().st_size, 2 * p.stat().st_size)  # inflated, then decoded
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:]))
+
     def boom(done, total):
         raise RuntimeError("a caller's bug")
 

@@ -46,6 +46,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _IN_CHUNK = 1 << 20   # compressed bytes fed per call
 _OUT_CHUNK = 1 << 20   # most inflated bytes per call: small enough to stay in cache before the copy
 _HEAD = 1 << 20       # text that must show a JSON value before more is read
+_PROGRESS_STEP = 32 << 20  # inflated bytes between two progress calls
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[list(b" \t\r\n")] = True
 MAX_BYTES_ENV = "TB_PROFILER_MAX_TRACE_BYTES"
@@ -145,7 +146,8 @@ def source_id(path_or_url: str | os.PathLike) -> str:
     return os.path.abspath(local_path(path_or_url))
 
 
-def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = None) -> np.ndarray:
+def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = None,
+                     progress=None) -> np.ndarray:
     """The (gunzipped) bytes of a trace file, as a writable uint8 array for the decoder.
 
     Why not a bytearray: bytearray(n) zero-fills its memory, which for a big trace costs
@@ -153,7 +155,9 @@ def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = Non
 
     Gzip is recognised by its magic bytes, not the file name; every member of a
     multi-member gzip is read, zero padding after the last is ignored.  max_bytes bounds
-    the text (default: ``max_trace_bytes()``).  Any failure (missing, unreadable, not a
+    the text (default: ``max_trace_bytes()``).  progress(done, total): called now and then
+    while gzip is inflated, with the bytes of text so far and the size the gzip trailer
+    announces (or more).  Any failure (missing, unreadable, not a
     regular file, empty, corrupt or truncated gzip, over the limit, only whitespace)
     raises TraceFormatError naming the file.
     """
@@ -179,7 +183,7 @@ def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = Non
     if len(raw) == 0:
         raise TraceFormatError(source, "empty file")
     if bytes(raw[:2]) == _GZIP_MAGIC:
-        raw = _gunzip(raw, source, limit, over)
+        raw = _gunzip(raw, source, limit, over, progress)
         if len(raw) == 0:
             raise TraceFormatError(source, "empty file (gzip holds no data)")
     return raw
@@ -300,12 +304,12 @@ def _fill(f, view: memoryview, pos: int, end: int) -> int:
     return pos
 
 
-def _gunzip(comp: np.ndarray, source: str, limit: int, over: str) -> np.ndarray:
+def _gunzip(comp: np.ndarray, source: str, limit: int, over: str, progress=None) -> np.ndarray:
     """Inflate every gzip member of comp into a buffer sized from the ISIZE trailer."""
     # ISIZE is mod 2**32, the last member's only, and garbage in a damaged file: only a hint,
     # capped at 256x the compressed size (trace JSON deflates ~30x) and at the limit, grown if short.
     hint = int.from_bytes(comp[-4:], "little") if len(comp) >= 18 else 0
-    sink = _Sink(min(hint, 256 * len(comp), limit), source, limit, over)
+    sink = _Sink(min(hint, 256 * len(comp), limit), source, limit, over, progress)
     src = memoryview(comp)
     start = 0
     try:
@@ -357,10 +361,11 @@ class _Sink:
     its pages, like np.empty's, cost nothing until written.
     """
 
-    def __init__(self, capacity: int, source: str, limit: int, over: str):
+    def __init__(self, capacity: int, source: str, limit: int, over: str, progress=None):
         self.mm = _anonymous_map(max(capacity, _OUT_CHUNK))
         self.pos, self.source, self.limit, self.over = 0, source, limit, over
         self.checked = False
+        self.progress, self.expected, self.reported = progress, capacity, 0
 
     def put(self, piece: bytes) -> None:
         end = self.pos + len(piece)
@@ -370,6 +375,9 @@ class _Sink:
             self._grow(min(max(end, 2 * len(self.mm)), self.limit))
         self.mm[self.pos:end] = piece
         self.pos = end
+        if self.progress is not None and end - self.reported >= _PROGRESS_STEP:
+            self.reported = end
+            self.progress(end, max(self.expected, end))
         if not self.checked and end >= _HEAD:
             _check_head(np.frombuffer(self.mm, np.uint8, _HEAD), end, self.source, False)
             self.checked = True

@@ -43,8 +43,9 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     cache_dir: cache folder (default $TB_PROFILER_CACHE_DIR or the user cache dir).
     max_bytes: most bytes of JSON text (inflated) to accept; default
         $TB_PROFILER_MAX_TRACE_BYTES or half the available memory (io.read.max_trace_bytes).
-    progress(done, total): called from another thread while the text is decoded, with the
-        bytes of JSON text walked so far and in all.
+    progress(done, total): called now and then (from another thread while the text is
+        decoded) with the work done so far and in all, in bytes of JSON text: decoded, and
+        for a gzip file (or a URL) first inflated (then total is twice the text).
     background: write the cache entry in a thread (``Trace.cache_path`` waits for it);
         False writes it before returning.
     Raises TraceFormatError for an unreadable, malformed or too big file, and when memory
@@ -103,11 +104,12 @@ def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0
     mapped = map_plain_trace(path, max_bytes)
     if mapped is not None:
         buf, file = mapped
-    else:
-        buf, file = read_trace_bytes(path, max_bytes), None
+    else:  # gzip or a URL: inflating is the first half of the work shown, decoding the second
+        inflating = (lambda done, total: _report(progress, done, 2 * total)) if progress else None
+        buf, file = read_trace_bytes(path, max_bytes, progress=inflating), None
     t_read = time.perf_counter()
     try:
-        with _Reporter(progress, len(buf)) as counter:
+        with _Reporter(progress, len(buf), already=0 if file is not None else len(buf)) as counter:
             decoded = _decode.decode(buf, source, keep_input=file is not None, progress=counter)
         t_decoded = time.perf_counter()
         if file is not None:
@@ -127,12 +129,19 @@ def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0
     return state
 
 
-class _Reporter:
-    """Calls progress(done, total) every quarter second while a decode runs (in a thread:
-    the decoder runs without the GIL and publishes how far it got)."""
+def _report(progress: Progress, done: int, total: int) -> None:
+    try:
+        progress(done, total)
+    except Exception:  # a caller's progress callback never breaks a load
+        pass
 
-    def __init__(self, progress: Progress | None, total: int):
-        self.progress, self.total = progress, total
+
+class _Reporter:
+    """Calls progress(already + walked, already + total) every quarter second while a
+    decode runs (in a thread: the decoder runs without the GIL and publishes how far it got)."""
+
+    def __init__(self, progress: Progress | None, total: int, already: int = 0):
+        self.progress, self.total, self.already = progress, total, already
         self.counter = _decode.new_progress() if progress is not None else None
         self.done = threading.Event()
 
@@ -143,18 +152,15 @@ class _Reporter:
 
     def _run(self) -> None:
         while not self.done.wait(_PROGRESS_EVERY_S):
-            self._report(_decode.walked(self.counter, self.total))
+            self._send(_decode.walked(self.counter, self.total))
 
-    def _report(self, done: int) -> None:
-        try:
-            self.progress(done, self.total)
-        except Exception:  # a caller's progress callback never breaks a load
-            pass
+    def _send(self, walked: int) -> None:
+        _report(self.progress, self.already + walked, self.already + self.total)
 
     def __exit__(self, *exc):
         self.done.set()
         if self.counter is not None and exc[0] is None:
-            self._report(self.total)
+            self._send(self.total)
         return False
 
 
