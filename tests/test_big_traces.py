@@ -220,3 +220,43 @@ def test_damage_in_an_array_read_late_is_never_served(tmp_path):
         f.seek(pos)
         f.write(bytes([raw[pos] ^ 0x01]))
     assert np.array_equal(t.events["dur"], fresh.events["dur"])
+
+
+# -- the server shows progress inside one file ---------------------------------------------------
+def test_server_status_counts_the_part_of_a_file_decoded(tmp_path, monkeypatch):
+    import time
+
+    import tb_profiler.trace as trace_pkg
+    from tb_profiler.plugin.state import ProfilerState
+
+    run = tmp_path / "log" / "run"
+    run.mkdir(parents=True)
+    p = _write(run / "worker0.1.pt.trace.json", _events(200))
+    size = p.stat().st_size
+    halfway, release = threading.Event(), threading.Event()
+    real = trace_pkg.load
+
+    def slow_load(path, **kw):
+        kw["progress"](size // 2, size)  # what the decoder publishes halfway through the text
+        halfway.set()
+        assert release.wait(30)
+        return real(path, **kw)
+
+    monkeypatch.setattr(trace_pkg, "load", slow_load)
+    state = ProfilerState(str(tmp_path / "log"), reload_s=0.2, cache_dir=str(tmp_path / "c")).start()
+    try:
+        deadline = time.monotonic() + 30
+        while not state.entries() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        state.request_load(state.entries()[0])
+        assert halfway.wait(30)
+        status = state.status()
+        assert status["total_bytes"] == size and status["loaded_bytes"] == size // 2
+        assert status["runs"][0]["loaded_bytes"] == size // 2
+        release.set()
+        while state.status()["loading"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state.status()["loaded_bytes"] == size
+    finally:
+        release.set()
+        state.stop()
