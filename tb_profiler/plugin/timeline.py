@@ -2,11 +2,17 @@
 
 The browser never receives a whole trace (DESIGN.md, "The trace view"). Per trace we
 build once (memoized with the trace) an index: each complete event's track (pid, tid),
-nesting depth on that track, and its end. A request for ``[start, end)`` at ``width``
+nesting depth on that track, and its end; and the level-of-detail index of
+``timeline_lod`` over (track, depth) rows. A request for ``[start, end)`` at ``width``
 pixels returns the events at least one pixel wide as they are (the longest first when
-there are more than ``max_events``) and merges the rest per (track, depth, pixel
-column) into busy blocks, so the answer is bounded by tracks x depth x width whatever
-the trace size.
+there are more than ``max_events``) and merges the rest into busy blocks per (track,
+depth), so the answer is bounded by tracks x depth x width whatever the trace size.
+Below the index's finest bin (a microsecond per pixel) the window's events are read
+through the index's interval lookup and merged per pixel column, each block spanning
+its events exactly; coarser windows read the precomputed busy bins of the widest level
+within a pixel, so their blocks are the level's bins the small events touch. Either
+way no request reads the events before its window, nor the small ones inside a wide
+one.
 
 Times in and out are relative to the trace's origin (its first event), because
 absolute Kineto timestamps (~1.6e18 ns) do not fit a JavaScript number exactly.
@@ -14,7 +20,9 @@ absolute Kineto timestamps (~1.6e18 ns) do not fit a JavaScript number exactly.
 The window also carries, bounded, the flows (arrows) touching it — CPU launch ->
 device event from the correlation links of ``analysis.links``, forward -> backward
 and other recorded flows from the trace's flows table — and, per device that ran
-kernels, a utilization counter binned to the request's pixels. ``search`` finds events
+kernels, a utilization counter binned to the request's pixels; flows (``flow_index``)
+and counters (running sums, a pyramid of queue maxima) are found without reading the
+whole trace either. ``search`` finds events
 by name through the string table, so the browser never needs the whole trace to find
 one. ``merged_window`` puts several ranks' windows on one clock (trace/ranks).
 """
@@ -27,15 +35,20 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.gpu import device_ids
-from tb_profiler.analysis.intervals import covered_in, merge_intervals
+from tb_profiler.analysis.intervals import merge_intervals
 from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launched_by_graph, launching_op
+from tb_profiler.analysis.memo import _CACHE as _MEMO
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.range_stats import track_nesting
 from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.plugin.timeline_lod import LodIndex
+from tb_profiler.plugin.timeline_lod import build as lod_build
+from tb_profiler.plugin.timeline_lod import concat_ranges as _ranges
+from tb_profiler.plugin.timeline_lod import from_arrays as lod_from_arrays
 from tb_profiler.trace.categories import KIND_NAMES, Kind
 from tb_profiler.trace.roles import Role
 from tb_profiler.trace.strings import used_ids
@@ -144,19 +157,15 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         b = a + 1
     abs_a, abs_b = t0 + a, t0 + b
     ns_per_px = (b - a) / width
-    ts = ev["ts"]
-    stop = int(np.searchsorted(ts, abs_b, side="left")) if len(ts) else 0
-    cand = np.flatnonzero(idx.end[:stop] > abs_a) if stop else np.zeros(0, np.int64)
-    # zero-length events at the window start belong to it too
-    if stop:
-        zero = np.flatnonzero((idx.end[:stop] == abs_a) & (ts[:stop] == abs_a))
-        if len(zero):
-            cand = np.union1d(cand, zero)
-    dur = ev["dur"][cand]
-    wide = cand[dur >= ns_per_px]
+    ts, dur = ev["ts"], ev["dur"]
+    lod = lod_index(trace)
+    level = lod.level_for(ns_per_px)
+    # the events of the classes not binned at this level (all of them below the finest bin)
+    cand = lod.overlapping(ts, dur, abs_a, abs_b, min_class=level + 1)
+    wide = cand[dur[cand] >= ns_per_px]
     truncated = False
     if len(wide) > max_events:
-        keep = np.argsort(-ev["dur"][wide], kind="stable")[:max_events]
+        keep = np.argsort(-dur[wide], kind="stable")[:max_events]
         wide = np.sort(wide[keep])
         truncated = True
     narrow_mask = np.ones(len(cand), dtype=bool)
@@ -167,40 +176,20 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
     cats = trace.str(ev["cat"][wide]) if len(wide) else []
     kinds = ev["kind"][wide]
     w_ts = (ts[wide] - t0).tolist()
-    w_dur = ev["dur"][wide].tolist()
+    w_dur = dur[wide].tolist()
     w_track = idx.track[wide].tolist()
     w_depth = idx.depth[wide].tolist()
     events = [{"i": int(i), "track": tr, "depth": d, "name": nm, "cat": ct if ct is not None else KIND_NAMES[k],
                "ts_ns": t, "dur_ns": du}
               for i, tr, d, nm, ct, k, t, du in zip(wide.tolist(), w_track, w_depth, names, cats, kinds.tolist(),
                                                     w_ts, w_dur)]
-
-    busy = []
-    if len(narrow):
-        col = np.clip(((np.maximum(ts[narrow], abs_a) - abs_a) / ns_per_px).astype(np.int64), 0, width - 1)
-        key_track, key_depth = idx.track[narrow], idx.depth[narrow]
-        order = np.lexsort((col, key_depth, key_track))
-        kt, kd, kc = key_track[order], key_depth[order], col[order]
-        boundary = np.ones(len(order), dtype=bool)
-        boundary[1:] = (kt[1:] != kt[:-1]) | (kd[1:] != kd[:-1]) | (kc[1:] != kc[:-1])
-        starts = np.flatnonzero(boundary)
-        s_ts = ts[narrow][order]
-        s_end = idx.end[narrow][order]
-        b_start = np.minimum.reduceat(s_ts, starts)
-        b_end = np.maximum.reduceat(s_end, starts)
-        b_count = np.diff(np.append(starts, len(order)))
-        b_track, b_depth = kt[starts], kd[starts]
-        # merge neighbouring columns of one (track, depth) less than a pixel apart
-        run_start = np.ones(len(starts), dtype=bool)
-        run_start[1:] = ((b_track[1:] != b_track[:-1]) | (b_depth[1:] != b_depth[:-1])
-                         | (b_start[1:] - b_end[:-1] > ns_per_px))
-        runs = np.flatnonzero(run_start)
-        b_end = np.maximum.reduceat(b_end, runs)
-        b_count = np.add.reduceat(b_count, runs)
-        b_start, b_track, b_depth = b_start[runs], b_track[runs], b_depth[runs]
-        busy = [{"track": int(t), "depth": int(d), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "count": int(c)}
-                for t, d, s, e, c in zip(b_track.tolist(), b_depth.tolist(), b_start.tolist(),
-                                         b_end.tolist(), b_count.tolist())]
+    if level < 0:
+        busy = _pixel_busy(trace, idx, narrow, abs_a, ns_per_px, width)
+        in_window = len(cand)
+    else:
+        row = lod.row_start[idx.track[narrow]] + idx.depth[narrow]
+        busy = _level_busy(lod, level, abs_a, abs_b, ns_per_px, row, ts[narrow], idx.end[narrow], t0)
+        in_window = len(events) + sum(x["count"] for x in busy)
     flows, flows_in_window = window_flows(trace, abs_a, abs_b, wide, max_flows)
     return {
         "origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)),
@@ -212,11 +201,86 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         "busy": busy,
         "flows": flows,
         "counters": utilization(trace, abs_a, abs_b, width) + queue_counters(trace, abs_a, abs_b, width),
-        "counts": {"events": len(events), "busy": len(busy), "in_window": int(len(cand)),
+        "counts": {"events": len(events), "busy": len(busy), "in_window": int(in_window),
                    "flows": len(flows), "flows_in_window": flows_in_window},
         "truncated": truncated,
         "flows_truncated": flows_in_window > len(flows),
     }
+
+
+def _pixel_busy(trace, idx: TimelineIndex, narrow: np.ndarray, abs_a: int, ns_per_px: float,
+                width: int) -> list[dict]:
+    """The busy blocks of events narrower than a pixel, merged per (track, depth, pixel
+    column) and then with neighbours less than a pixel apart: each block spans its
+    events exactly (windows finer than the level-of-detail index's finest bin)."""
+    if not len(narrow):
+        return []
+    ts = trace.events["ts"]
+    t0 = origin(trace)
+    col = np.clip(((np.maximum(ts[narrow], abs_a) - abs_a) / ns_per_px).astype(np.int64), 0, width - 1)
+    key_track, key_depth = idx.track[narrow], idx.depth[narrow]
+    order = np.lexsort((col, key_depth, key_track))
+    kt, kd, kc = key_track[order], key_depth[order], col[order]
+    boundary = np.ones(len(order), dtype=bool)
+    boundary[1:] = (kt[1:] != kt[:-1]) | (kd[1:] != kd[:-1]) | (kc[1:] != kc[:-1])
+    starts = np.flatnonzero(boundary)
+    s_ts = ts[narrow][order]
+    s_end = idx.end[narrow][order]
+    b_start = np.minimum.reduceat(s_ts, starts)
+    b_end = np.maximum.reduceat(s_end, starts)
+    b_count = np.diff(np.append(starts, len(order)))
+    b_track, b_depth = kt[starts], kd[starts]
+    # merge neighbouring columns of one (track, depth) less than a pixel apart
+    run_start = np.ones(len(starts), dtype=bool)
+    run_start[1:] = ((b_track[1:] != b_track[:-1]) | (b_depth[1:] != b_depth[:-1])
+                     | (b_start[1:] - b_end[:-1] > ns_per_px))
+    runs = np.flatnonzero(run_start)
+    b_end = np.maximum.reduceat(b_end, runs)
+    b_count = np.add.reduceat(b_count, runs)
+    b_start, b_track, b_depth = b_start[runs], b_track[runs], b_depth[runs]
+    return [{"track": int(t), "depth": int(d), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "count": int(c)}
+            for t, d, s, e, c in zip(b_track.tolist(), b_depth.tolist(), b_start.tolist(),
+                                     b_end.tolist(), b_count.tolist())]
+
+
+def _level_busy(lod: LodIndex, level: int, abs_a: int, abs_b: int, ns_per_px: float, row: np.ndarray,
+                ts: np.ndarray, end: np.ndarray, t0: int) -> list[dict]:
+    """The busy blocks of a window at a level of the index: its bins touched by events
+    narrower than a pixel (clipped to the window), neighbours less than a pixel apart
+    merged; (row, ts, end): the narrow events the level does not hold."""
+    r, s, e, c = lod.busy(level, abs_a, abs_b, ns_per_px, row, ts, end)
+    track = np.searchsorted(lod.row_start, r, side="right") - 1
+    depth = r - lod.row_start[track]
+    return [{"track": int(t), "depth": int(d), "start_ns": int(x) - t0, "end_ns": int(y) - t0, "count": int(n)}
+            for t, d, x, y, n in zip(track.tolist(), depth.tolist(), s.tolist(), e.tolist(), c.tolist())]
+
+
+@per_trace
+def lod_index(trace) -> LodIndex:
+    """The trace's level-of-detail index (timeline_lod), built once per trace."""
+    idx = timeline_index(trace)
+    ev = trace.events
+    return lod_build(idx.track, idx.depth, ev["ts"], ev["dur"], origin(trace),
+                     np.array([t["max_depth"] for t in idx.tracks], dtype=np.int64))
+
+
+def lod_arrays(trace) -> dict[str, np.ndarray]:
+    """The trace's level-of-detail index as plain arrays (name -> ndarray), to store
+    with the trace; ``use_lod_arrays`` puts them back."""
+    return lod_index(trace).arrays()
+
+
+def use_lod_arrays(trace, arrays: dict[str, np.ndarray]) -> bool:
+    """Make ``arrays`` (from ``lod_arrays`` of this trace) the trace's index instead of
+    building it; False (nothing done) when they are of another version or another trace."""
+    try:
+        lod = lod_from_arrays(arrays)
+    except (KeyError, ValueError):
+        return False
+    if lod.events != len(trace.events) or (len(trace.events) and lod.t0 != origin(trace)):
+        return False
+    _MEMO.setdefault(trace, {})[f"{lod_index.__module__}.{lod_index.__qualname__}"] = lod
+    return True
 
 
 def merged_window(ranks: list[tuple[str, Any, int]], start_ns: int | None, end_ns: int | None, width: int,
@@ -406,20 +470,95 @@ def recorded_flow_links(trace, i: int) -> list[tuple[int, str]]:
     return out
 
 
+@dataclass
+class FlowIndex:
+    """The flows of ``flow_pairs`` (rows of it: its positions, in ``lo`` order) indexed so a
+    window finds its flows without reading the flows before it.
+
+    A flow touching [a, b) either starts (``lo``) inside it, a range of positions, or
+    straddles a: it starts before a and reaches past it, ``reach`` (the latest endpoint
+    end, a zero-length endpoint counting as 1 ns) - ``lo`` at most its class's longest.
+    Classes: that extent in powers of 4 ns; per class the flows sorted by lo."""
+
+    class_key: np.ndarray    # sorted: class << shift | lo - lo0
+    class_pos: np.ndarray    # the flow position of each class_key
+    class_start: np.ndarray  # per class, where its keys start (classes + 1 entries)
+    class_max: np.ndarray    # per class, its longest extent (reach - lo)
+    shift: int               # bits of (lo - lo0) in class_key
+    lo0: int                 # the earliest lo
+    src_order: np.ndarray    # positions sorted by source event row
+    src_sorted: np.ndarray   # their source rows
+    dst_order: np.ndarray
+    dst_sorted: np.ndarray
+
+
+@per_trace
+def flow_index(trace) -> FlowIndex:
+    f = flow_pairs(trace)
+    ts, end = trace.events["ts"], timeline_index(trace).end
+    reach = np.maximum(np.maximum(end[f.src], ts[f.src] + 1), np.maximum(end[f.dst], ts[f.dst] + 1))
+    ext = np.maximum(reach - f.lo, 1)
+    cls = (np.log2(ext.astype(np.float64)) / 2).astype(np.int64)  # about log4: any split works (class_max is exact)
+    n_cls = int(cls.max()) + 1 if len(cls) else 1
+    lo0 = int(f.lo[0]) if len(f.lo) else 0
+    rel = f.lo - lo0
+    shift = max(int(rel.max()).bit_length() + 1, 1) if len(rel) else 1
+    if n_cls.bit_length() + shift > 62:
+        raise ValueError("flows span too long to index")
+    key = (cls << shift) + rel
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    class_start = np.searchsorted(key, np.arange(n_cls + 1, dtype=np.int64) << shift)
+    class_max = np.zeros(n_cls, np.int64)
+    nonempty = np.flatnonzero(np.diff(class_start) > 0)
+    if len(nonempty):
+        class_max[nonempty] = np.maximum.reduceat(ext[order], class_start[nonempty])
+    so, do = np.argsort(f.src, kind="stable"), np.argsort(f.dst, kind="stable")
+    return FlowIndex(key, order.astype(np.int64), class_start.astype(np.int64), class_max, shift, lo0,
+                     so, f.src[so], do, f.dst[do])
+
+
 def window_flows(trace, abs_a: int, abs_b: int, wide: np.ndarray, max_flows: int) -> tuple[list[dict], int]:
     """The flows with an endpoint event overlapping [abs_a, abs_b) (at most max_flows:
-    those whose both ends are drawn as events first, then by time) and how many there are."""
+    those whose both ends are drawn as events first, then by time) and how many there are.
+    Reads the flows starting in the window only as far as it sends them, the flows
+    straddling its start through ``flow_index`` and the drawn events' flows by row."""
     f = flow_pairs(trace)
-    stop = int(np.searchsorted(f.lo, abs_b, side="left"))
+    fi = flow_index(trace)
     ts, end = trace.events["ts"], timeline_index(trace).end
-    src, dst = f.src[:stop], f.dst[:stop]
-    inside = _overlaps(ts[src], end[src], abs_a, abs_b) | _overlaps(ts[dst], end[dst], abs_a, abs_b)
-    sel = np.flatnonzero(inside)
-    total = len(sel)
-    if total > max_flows:
-        drawn = np.isin(f.src[sel], wide).astype(np.int64) + np.isin(f.dst[sel], wide)
-        sel = np.sort(sel[np.argsort(-drawn, kind="stable")[:max_flows]])
-    return _flow_dicts(trace, f, sel), total
+    i_a = int(np.searchsorted(f.lo, abs_a, side="left"))
+    i_b = int(np.searchsorted(f.lo, abs_b, side="left"))
+    # the flows starting before the window that reach into it
+    top = 1 << fi.shift
+    classes = np.arange(len(fi.class_max), dtype=np.int64)
+    lo_keys = (classes << fi.shift) + np.clip(int(abs_a) - fi.lo0 - fi.class_max, 0, top)
+    hi_keys = (classes << fi.shift) + np.clip(int(abs_a) - fi.lo0, 0, top)
+    pos = fi.class_pos[_ranges(np.searchsorted(fi.class_key, lo_keys, side="left"),
+                               np.searchsorted(fi.class_key, hi_keys, side="left"))]
+    src, dst = f.src[pos], f.dst[pos]
+    before = np.sort(pos[_overlaps(ts[src], end[src], abs_a, abs_b) | _overlaps(ts[dst], end[dst], abs_a, abs_b)])
+    total = len(before) + (i_b - i_a)
+    if total <= max_flows:
+        return _flow_dicts(trace, f, np.concatenate([before, np.arange(i_a, i_b, dtype=np.int64)])), total
+    # the drawn events' flows: 2 = both ends drawn, 1 = one
+    wide = np.asarray(wide, np.int64)
+    hits = np.concatenate([
+        fi.src_order[_ranges(np.searchsorted(fi.src_sorted, wide, side="left"),
+                             np.searchsorted(fi.src_sorted, wide, side="right"))],
+        fi.dst_order[_ranges(np.searchsorted(fi.dst_sorted, wide, side="left"),
+                             np.searchsorted(fi.dst_sorted, wide, side="right"))]])
+    drawn, times = np.unique(hits, return_counts=True)
+    two, one = drawn[times >= 2], drawn[times == 1]
+    if len(two) >= max_flows:
+        sel = two[:max_flows]
+    elif len(two) + len(one) >= max_flows:
+        sel = np.concatenate([two, one[:max_flows - len(two)]])
+    else:
+        need = max_flows - len(drawn)
+        first = np.concatenate([before, np.arange(i_a, min(i_b, i_a + need + len(drawn)), dtype=np.int64)])
+        rest = first[~np.isin(first, drawn)][:need]
+        sel = np.concatenate([drawn, rest])
+    return _flow_dicts(trace, f, np.sort(sel)), total
 
 
 def _overlaps(ts: np.ndarray, end: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -464,6 +603,22 @@ def bin_edges(a: int, b: int, bins: int) -> np.ndarray:
     return int(a) + k * q + (k * r) // bins
 
 
+@per_trace
+def _kernel_busy_sums(trace) -> list[np.ndarray]:
+    """Per device of ``kernel_busy``: the busy time before each of its intervals."""
+    return [np.concatenate([[0], np.cumsum(me - ms)]) for _, ms, me in kernel_busy(trace)]
+
+
+def _covered_before(ms: np.ndarray, me: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """intervals.covered_before with the running sums computed once per trace."""
+    if not len(ms):
+        return np.zeros(t.shape, dtype=np.int64)
+    idx = np.searchsorted(ms, t, side="right") - 1
+    safe = np.maximum(idx, 0)
+    part = np.clip(t - ms[safe], 0, me[safe] - ms[safe])
+    return np.where(idx >= 0, cum[safe] + part, 0)
+
+
 def utilization(trace, abs_a: int, abs_b: int, bins: int) -> list[dict]:
     """Per device, the fraction of each of ``bins`` equal bins of [abs_a, abs_b) during
     which at least one kernel ran (a bin narrower than 1 ns looks at the ns it starts in)."""
@@ -477,19 +632,92 @@ def utilization(trace, abs_a: int, abs_b: int, bins: int) -> list[dict]:
     t0 = origin(trace)
     return [{"name": f"{word} {dev} utilization", "kind": "utilization", "device": str(dev),
              "start_ns": int(abs_a) - t0, "end_ns": int(abs_b) - t0, "bins": bins,
-             "values": np.round(covered_in(ms, me, lo, hi) / (hi - lo), 4).tolist()}
-            for dev, ms, me in busy]
+             "values": np.round((_covered_before(ms, me, cum, hi) - _covered_before(ms, me, cum, lo))
+                                / (hi - lo), 4).tolist()}
+            for (dev, ms, me), cum in zip(busy, _kernel_busy_sums(trace))]
 
 
 def queue_counters(trace, abs_a: int, abs_b: int, bins: int) -> list[dict]:
     """Per device stream, the longest launch queue in each bin (analysis.queue)."""
-    from tb_profiler.analysis.queue import queue_bins
-
     word = trace.device_word or "GPU"
     t0 = origin(trace)
     return [{"name": f"{word} {dev} stream {stream} queue", "kind": "queue", "device": str(dev), "stream": stream,
              "start_ns": int(abs_a) - t0, "end_ns": int(abs_b) - t0, "bins": bins, "values": values.tolist()}
-            for dev, stream, values in queue_bins(trace, abs_a, abs_b, bins)]
+            for dev, stream, values in window_queue_bins(trace, abs_a, abs_b, bins)]
+
+
+# Each level of a queue's maxima pyramid holds the maxima of this many values of the one below.
+_PYRAMID_FANOUT = 8
+
+
+@per_trace
+def _queue_pyramids(trace) -> dict[tuple[int, int], list[np.ndarray]]:
+    """Per stream of ``analysis.queue.queue_series``: its lengths, then the maxima of
+    blocks of 8, of 64, ... (until a level has at most 8)."""
+    from tb_profiler.analysis.queue import queue_series
+
+    out = {}
+    for key, (_, length) in queue_series(trace).items():
+        levels = [np.asarray(length, np.int64)]
+        while len(levels[-1]) > _PYRAMID_FANOUT:
+            x = levels[-1]
+            pad = -len(x) % _PYRAMID_FANOUT
+            if pad:
+                x = np.concatenate([x, np.full(pad, np.iinfo(np.int64).min, np.int64)])
+            levels.append(x.reshape(-1, _PYRAMID_FANOUT).max(axis=1))
+        out[key] = levels
+    return out
+
+
+def range_max(levels: list[np.ndarray], s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """max(levels[0][s[i]:e[i]]) per i (each range non-empty), reading at most 2 x 7 values
+    per range and level of the pyramid (levels[k]: maxima of blocks of 8**k)."""
+    k = _PYRAMID_FANOUT
+    out = np.full(len(s), np.iinfo(np.int64).min, np.int64)
+    s, e = np.asarray(s, np.int64).copy(), np.asarray(e, np.int64).copy()
+    steps = np.arange(k, dtype=np.int64)
+    for n, arr in enumerate(levels):
+        live = np.flatnonzero(s < e)
+        if not len(live):
+            break
+        ls, le = s[live], e[live]
+        if n == len(levels) - 1:  # the top: at most 8 values left
+            head_end, tail_start = le, le
+        else:
+            head_end = np.minimum(-(-ls // k) * k, le)
+            tail_start = np.maximum(le // k * k, head_end)
+        for lo, hi in ((ls, head_end), (tail_start, le)):
+            at = lo[:, None] + steps[None, :]
+            ok = at < hi[:, None]
+            vals = np.where(ok, arr[np.minimum(at, len(arr) - 1)], np.iinfo(np.int64).min)
+            out[live] = np.maximum(out[live], vals.max(axis=1))
+        s[live] = -(-ls // k)
+        e[live] = le // k
+    return out
+
+
+def window_queue_bins(trace, abs_a: int, abs_b: int, bins: int) -> list[tuple[int, int, np.ndarray]]:
+    """analysis.queue.queue_bins (the same values), without reading every change inside
+    the window: per bin the changes inside it are a range of positions, whose maximum the
+    pyramid of ``_queue_pyramids`` gives."""
+    from tb_profiler.analysis.queue import queue_series
+
+    edges = np.linspace(abs_a, abs_b, bins + 1).round().astype(np.int64)
+    pyramids = _queue_pyramids(trace)
+    out = []
+    for (d, s), (t, length) in queue_series(trace).items():
+        start = np.searchsorted(t, edges[:-1], side="right") - 1
+        values = np.where(start >= 0, length[np.maximum(start, 0)], 0)
+        # the changes in [abs_a, abs_b) go to the bin whose edges hold them (the first and last bins
+        # also take those beyond the rounded edges)
+        i0, i1 = np.searchsorted(t, [abs_a, abs_b], side="left").tolist()
+        cut = np.clip(np.searchsorted(t, edges[1:-1], side="left"), i0, i1)
+        lo, hi = np.r_[i0, cut], np.r_[cut, i1]
+        has = np.flatnonzero(hi > lo)
+        if len(has):
+            values[has] = np.maximum(values[has], range_max(pyramids[(d, s)], lo[has], hi[has]))
+        out.append((d, s, values))
+    return out
 
 
 # -- search ----------------------------------------------------------------------------------

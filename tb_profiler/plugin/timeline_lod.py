@@ -1,0 +1,278 @@
+"""The trace view's level-of-detail index: a window's events and busy blocks without
+reading the events outside it, nor every small event inside it.
+
+A trace's events are put in rows, one per (track, nesting depth), and in duration
+classes against a ladder of bin widths ``w_l = base * factor**l`` (l = 0 .. levels-1):
+class c holds the events with ``w_(c-1) <= dur < w_c`` (class 0: shorter than ``base``;
+the last class: at least the widest bin).  Built once per trace, all vectorized:
+
+* the interval index: every event's key ``(class * rows + row) << ev_shift | ts - t0``,
+  sorted.  The events of one (class, row) overlapping ``[a, b)`` start in
+  ``[a - longest(class), b)``, a key range found by ``searchsorted``: a lookup reads the
+  events of the window (and, per class, the few ending just before it), never all the
+  events before the window's end.  Events straddling the window's start are found
+  because each class knows its longest event.
+* the busy runs: per level l and row, the maximal runs of consecutive bins of width
+  ``w_l`` (bin j covers ``t0 + [j * w_l, (j + 1) * w_l)``) touched by an event of class
+  <= l (each shorter than a bin), with how many of those events start in the run.  Level
+  l is built from level l-1's runs (coarsened) and class l's events, so the whole ladder
+  costs about one pass over the events.
+
+A window of ``p`` ns per pixel reads level ``l``, the widest whose bins are at most a
+pixel: the events of the classes above l (those at least ``w_l`` long) come as
+themselves through the interval index (the ones narrower than a pixel go to the busy
+blocks as their bins), the rest as the level's runs clipped to the window.  Below the
+finest bin (``p < base``) nothing is binned ahead: the window's events come from the
+interval index and the caller bins them to pixels as before.
+
+Everything lives in plain numpy arrays (``arrays`` / ``from_arrays``), so the index can
+be stored with the trace's cache entry and read back without rebuilding it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+BASE_NS = 1000         # the finest bin: windows of less than a microsecond per pixel are exact
+FACTOR = 4             # each level's bins are this many times wider than the previous level's
+MIN_BINS = 64          # the widest level still has about this many bins over the trace
+LOD_VERSION = 1        # bump when the arrays change meaning
+_PARAMS = ("version", "t0", "base", "factor", "levels", "rows", "ev_shift", "bin_shift", "events")
+
+
+@dataclass
+class LodIndex:
+    t0: int                 # absolute ns bins and keys count from
+    base: int               # level 0's bin width, ns
+    factor: int
+    levels: int
+    rows: int               # rows: (track, depth) pairs, track-major
+    ev_shift: int           # bits of (ts - t0) in ev_key
+    bin_shift: int          # bits of a bin number in run keys
+    events: int             # events in the trace the index was built for
+    row_start: np.ndarray   # per track: its first row (rows of track t: row_start[t] + depth)
+    ev_key: np.ndarray      # sorted: (class * rows + row) << ev_shift | ts - t0
+    ev_id: np.ndarray       # the event row of each ev_key
+    ev_class_start: np.ndarray  # per class, where its keys start in ev_key (levels + 2 entries)
+    class_max_dur: np.ndarray   # per class, its longest event (ns, 0 when empty)
+    run_lo: np.ndarray      # sorted: (level * rows + row) << bin_shift | first bin of a busy run
+    run_hi: np.ndarray      # the same with the bin after the run's last
+    run_count: np.ndarray   # events of class <= level starting in the run
+
+    # -- levels ------------------------------------------------------------------------------
+    def width(self, level: int) -> int:
+        return self.base * self.factor ** level
+
+    @property
+    def widths(self) -> np.ndarray:
+        return self.base * self.factor ** np.arange(self.levels, dtype=np.int64)
+
+    def level_for(self, ns_per_px: float) -> int:
+        """The widest level whose bin is at most ns_per_px; -1 below the finest bin."""
+        return int(np.searchsorted(self.widths, ns_per_px, side="right")) - 1
+
+    # -- events ------------------------------------------------------------------------------
+    def overlapping(self, ts: np.ndarray, dur: np.ndarray, a: int, b: int, min_class: int = 0) -> np.ndarray:
+        """Event rows of class >= min_class overlapping [a, b) (absolute ns), sorted: those
+        with ts < b and an end after a, and zero-length ones at a (as the window counts
+        them).  ts, dur: the trace's event columns."""
+        classes = np.arange(min_class, self.levels + 1, dtype=np.int64)
+        classes = classes[(np.diff(self.ev_class_start)[classes] > 0)] if len(classes) else classes
+        if not len(classes):
+            return np.zeros(0, np.int64)
+        top = 1 << self.ev_shift
+        rows = np.arange(self.rows, dtype=np.int64)
+        groups = (classes[:, None] * self.rows + rows[None, :]).ravel()
+        back = np.repeat(self.class_max_dur[classes], self.rows)
+        lo = (groups << self.ev_shift) + np.clip(int(a) - self.t0 - back, 0, top)
+        hi = (groups << self.ev_shift) + min(max(int(b) - self.t0, 0), top)
+        idx = concat_ranges(np.searchsorted(self.ev_key, lo, side="left"), np.searchsorted(self.ev_key, hi, side="left"))
+        rows_ = self.ev_id[idx]
+        t = ts[rows_]
+        end = t + np.maximum(dur[rows_], 0)
+        keep = (end > a) | ((end == a) & (t == a))
+        return np.sort(rows_[keep])
+
+    def count_starting(self, row: np.ndarray, max_class: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per i: events of class <= max_class on row[i] starting in [lo[i], hi[i]) (ns from t0)."""
+        if not len(row):
+            return np.zeros(0, np.int64)
+        top = 1 << self.ev_shift
+        classes = np.arange(max_class + 1, dtype=np.int64)
+        g = (classes[:, None] * self.rows + row[None, :]) << self.ev_shift
+        n = (np.searchsorted(self.ev_key, g + np.clip(hi, 0, top)[None, :], side="left")
+             - np.searchsorted(self.ev_key, g + np.clip(lo, 0, top)[None, :], side="left"))
+        return n.sum(axis=0)
+
+    # -- busy blocks --------------------------------------------------------------------------
+    def busy(self, level: int, a: int, b: int, ns_per_px: float, extra_row: np.ndarray, extra_ts: np.ndarray,
+             extra_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The busy blocks of [a, b) at ``level``: (row, start, end, count), absolute ns, sorted
+        by row then start.  The level's runs clipped to the window's bins, and the
+        ``extra`` events (narrower than a pixel but not in the level: class > level) as
+        the bins they touch; blocks of one row less than a pixel apart are merged."""
+        w = self.width(level)
+        ja = max((int(a) - self.t0) // w, 0)
+        jb = min((int(b) - 1 - self.t0) // w, (1 << self.bin_shift) - 1)
+        parts_row, parts_lo, parts_hi, parts_n = [], [], [], []
+        if jb >= ja:
+            rows = np.arange(self.rows, dtype=np.int64)
+            g = (level * self.rows + rows) << self.bin_shift
+            sel = concat_ranges(np.searchsorted(self.run_hi, g + ja, side="right"),
+                          np.searchsorted(self.run_lo, g + jb, side="right"))
+            mask = (1 << self.bin_shift) - 1
+            r = (self.run_lo[sel] >> self.bin_shift) - level * self.rows
+            lo0, hi0 = self.run_lo[sel] & mask, self.run_hi[sel] & mask
+            lo, hi = np.maximum(lo0, ja), np.minimum(hi0, jb + 1)
+            n = self.run_count[sel].copy()
+            cut = np.flatnonzero((lo != lo0) | (hi != hi0))
+            if len(cut):
+                n[cut] = self.count_starting(r[cut], level, lo[cut] * w, hi[cut] * w)
+            parts_row.append(r)
+            parts_lo.append(lo)
+            parts_hi.append(hi)
+            parts_n.append(n)
+        if len(extra_row):
+            rel_ts = np.asarray(extra_ts, np.int64) - self.t0
+            rel_end = np.maximum(np.asarray(extra_end, np.int64) - self.t0, rel_ts + 1)
+            lo = np.maximum(rel_ts // w, ja)
+            hi = np.minimum((rel_end - 1) // w + 1, jb + 1)
+            ok = hi > lo
+            parts_row.append(np.asarray(extra_row, np.int64)[ok])
+            parts_lo.append(lo[ok])
+            parts_hi.append(hi[ok])
+            parts_n.append(np.ones(int(ok.sum()), np.int64))
+        if not parts_row:
+            e = np.zeros(0, np.int64)
+            return e, e, e, e
+        row, lo, hi, n = (np.concatenate(x) for x in (parts_row, parts_lo, parts_hi, parts_n))
+        if not len(row):
+            return row, lo, hi, n
+        # merge per row: a new block where the gap to everything before it on the row is more than a pixel
+        gap_bins = int(ns_per_px // w)  # a gap of at most this many whole bins is at most a pixel
+        key_lo = (row << self.bin_shift) | lo
+        order = np.argsort(key_lo, kind="stable")
+        row, lo, hi, n, key_lo = row[order], lo[order], hi[order], n[order], key_lo[order]
+        reach = np.maximum.accumulate((row << self.bin_shift) | hi)
+        new = np.ones(len(row), dtype=bool)
+        new[1:] = key_lo[1:] - reach[:-1] > gap_bins
+        new[1:] |= row[1:] != row[:-1]
+        first = np.flatnonzero(new)
+        last = np.r_[first[1:] - 1, len(row) - 1]
+        mask = (1 << self.bin_shift) - 1
+        return (row[first], self.t0 + lo[first] * w, self.t0 + (reach[last] & mask) * w,
+                np.add.reduceat(n, first))
+
+    # -- storage -------------------------------------------------------------------------------
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The index as plain arrays (name -> ndarray), for ``from_arrays``."""
+        params = np.array([LOD_VERSION, self.t0, self.base, self.factor, self.levels, self.rows, self.ev_shift,
+                           self.bin_shift, self.events], dtype=np.int64)
+        return {"lod_params": params, "lod_row_start": self.row_start, "lod_ev_key": self.ev_key,
+                "lod_ev_id": self.ev_id, "lod_ev_class_start": self.ev_class_start,
+                "lod_class_max_dur": self.class_max_dur, "lod_run_lo": self.run_lo, "lod_run_hi": self.run_hi,
+                "lod_run_count": self.run_count}
+
+
+def from_arrays(arrays: dict[str, np.ndarray]) -> LodIndex:
+    """The index ``LodIndex.arrays`` stored; ValueError when they are of another version."""
+    params = [int(x) for x in np.asarray(arrays["lod_params"]).tolist()]
+    if len(params) != len(_PARAMS) or params[0] != LOD_VERSION:
+        raise ValueError(f"level-of-detail arrays of another version ({params[:1]}, expected {LOD_VERSION})")
+    p = dict(zip(_PARAMS, params))
+    return LodIndex(p["t0"], p["base"], p["factor"], p["levels"], p["rows"], p["ev_shift"], p["bin_shift"],
+                    p["events"], *(np.asarray(arrays[f"lod_{k}"], dtype=np.int64) for k in (
+                        "row_start", "ev_key", "ev_id", "ev_class_start", "class_max_dur", "run_lo", "run_hi",
+                        "run_count")))
+
+
+def concat_ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(start[i], stop[i]) over i (empty ranges allowed)."""
+    n = np.maximum(stop - start, 0)
+    total = int(n.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    keep = n > 0
+    start, n = start[keep], n[keep]
+    offsets = np.cumsum(n) - n
+    return np.repeat(start - offsets, n) + np.arange(total, dtype=np.int64)
+
+
+def build(track: np.ndarray, depth: np.ndarray, ts: np.ndarray, dur: np.ndarray, t0: int,
+          track_depths: np.ndarray, base: int = BASE_NS, factor: int = FACTOR) -> LodIndex:
+    """The index of events (track, depth, ts, dur per event; absolute ns) whose valid
+    times start at t0 or later (an event starting before t0 — a missing ts — is left
+    out); track_depths: per track, its deepest depth."""
+    track = np.asarray(track, np.int64)
+    depth = np.asarray(depth, np.int64)
+    ts = np.asarray(ts, np.int64)
+    n_events = len(ts)
+    t0 = int(t0)
+    row_start = np.concatenate([[0], np.cumsum(np.asarray(track_depths, np.int64) + 1)]).astype(np.int64)
+    n_rows = int(row_start[-1]) if len(track_depths) else 0
+    ids = np.flatnonzero(ts >= t0)
+    d = np.maximum(np.asarray(dur, np.int64)[ids], 0)
+    rel = ts[ids] - t0
+    span = int((rel + np.maximum(d, 1)).max()) if len(ids) else 1
+    levels = 1
+    while base * factor ** (levels - 1) * MIN_BINS < span:
+        levels += 1
+    widths = base * factor ** np.arange(levels, dtype=np.int64)
+    cls = np.searchsorted(widths, d, side="right").astype(np.int64)
+    row = row_start[:-1][track[ids]] + depth[ids] if len(ids) else np.zeros(0, np.int64)
+    ev_shift = max(int(span).bit_length() + 1, 1)
+    bin_shift = (span // base + 2).bit_length() + 1
+    n_groups = (levels + 1) * max(n_rows, 1)
+    if n_groups.bit_length() + ev_shift > 62 or n_groups.bit_length() + bin_shift > 62:
+        raise ValueError(f"trace too long for the level-of-detail keys ({span} ns, {n_rows} rows)")
+    group = cls * n_rows + row
+    if len(ids) and np.all(rel[1:] >= rel[:-1]):  # time-ordered already: a stable sort by group keeps ts order
+        order = np.argsort(group.astype(np.uint16 if n_groups < (1 << 16) else np.int64), kind="stable")
+    else:
+        order = np.argsort((group << ev_shift) + rel, kind="stable")
+    ev_key = (group[order] << ev_shift) + rel[order]
+    ev_id = ids[order]
+    d_sorted = d[order]
+    ev_class_start = np.searchsorted(ev_key, (np.arange(levels + 2, dtype=np.int64) * n_rows) << ev_shift)
+    class_max_dur = np.zeros(levels + 1, np.int64)
+    nonempty = np.flatnonzero(np.diff(ev_class_start) > 0)
+    if len(nonempty):
+        class_max_dur[nonempty] = np.maximum.reduceat(d_sorted, ev_class_start[nonempty])
+
+    # busy runs, level by level: the previous level's runs coarsened, plus this level's class
+    mask = (1 << bin_shift) - 1
+    prev_row = prev_lo = prev_hi = prev_n = np.zeros(0, np.int64)
+    out_lo, out_hi, out_n = [], [], []
+    for level in range(levels):
+        w = int(widths[level])
+        s, e = ev_class_start[level], ev_class_start[level + 1]
+        r = (ev_key[s:e] >> ev_shift) - level * n_rows
+        t = ev_key[s:e] & ((1 << ev_shift) - 1)
+        lo = t // w
+        hi = (t + np.maximum(d_sorted[s:e], 1) - 1) // w + 1
+        if level:
+            prev_lo = prev_lo // factor
+            prev_hi = -(-prev_hi // factor)
+        row_ = np.concatenate([prev_row, r])
+        key_lo = (row_ << bin_shift) | np.concatenate([prev_lo, lo])
+        key_hi = (row_ << bin_shift) | np.concatenate([prev_hi, hi])
+        count = np.concatenate([prev_n, np.ones(len(r), np.int64)])
+        if len(prev_row) and len(r):
+            o = np.argsort(key_lo, kind="stable")  # two sorted runs: a merge
+            key_lo, key_hi, count, row_ = key_lo[o], key_hi[o], count[o], row_[o]
+        if len(key_lo):
+            reach = np.maximum.accumulate(key_hi)
+            new = np.ones(len(key_lo), dtype=bool)
+            new[1:] = key_lo[1:] > reach[:-1]  # touching bins join (key_lo == reach)
+            first = np.flatnonzero(new)
+            last = np.r_[first[1:] - 1, len(key_lo) - 1]
+            prev_row, prev_lo = row_[first], key_lo[first] & mask
+            prev_hi, prev_n = reach[last] & mask, np.add.reduceat(count, first)
+        base_key = (level * n_rows + prev_row) << bin_shift
+        out_lo.append(base_key | prev_lo)
+        out_hi.append(base_key | prev_hi)
+        out_n.append(prev_n)
+    return LodIndex(t0, base, factor, levels, n_rows, ev_shift, bin_shift, n_events, row_start, ev_key,
+                    ev_id.astype(np.int64), ev_class_start.astype(np.int64), class_max_dur,
+                    np.concatenate(out_lo), np.concatenate(out_hi), np.concatenate(out_n))
