@@ -72,6 +72,7 @@ class CacheKey:
     decoder_version: str
     model_version: int
     summary_version: int | None = None  # set for a trace summary's entry (tb_profiler.summary)
+    part: str | None = None  # set for an entry of arrays derived from the trace (analysis.stored)
 
     def as_dict(self) -> dict:
         out = {"source": self.source, "size": self.size, "mtime": self.mtime,
@@ -79,6 +80,8 @@ class CacheKey:
                "format": FORMAT}
         if self.summary_version is not None:
             out["summary_version"] = self.summary_version
+        if self.part is not None:
+            out["part"] = self.part
         return out
 
 

@@ -66,6 +66,7 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
             key = hit = None
         trace = _from_entry(hit, healer) if hit is not None else None
         if trace is not None:
+            trace.cache_ref = (entry_file, key)
             trace.load_seconds = time.perf_counter() - t0
             return trace
 
@@ -73,6 +74,7 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     trace = Trace(state)
     trace.load_seconds = time.perf_counter() - t0
     if key is not None:
+        trace.cache_ref = (entry_file, key)
         _write_entry(trace, entry_file, key, background)
     return trace
 

@@ -56,6 +56,9 @@ class Trace:
         self.load_seconds: float = 0.0
         self._cache_path: str | None = None
         self._writer = None  # the thread writing its cache entry (trace.load), if any
+        # (entry file, CacheKey) of this trace in the cache, set by trace.load when the cache
+        # is on: where results derived from it are kept too (analysis.stored)
+        self.cache_ref = None
         dtypes = {k: np.dtype(v) for k, v in meta.get("sparse_dtypes", {}).items()}
         self._store = SparseStore(state.arrays, self.n_rows, dtypes)
         tables = {}

@@ -1,0 +1,91 @@
+"""Per-trace results kept on disk beside the trace's cache entry, so a reopened trace
+does not build them again.
+
+Why: some derived data costs seconds per GB and is needed at once when a view opens (the
+Trace view's index: nesting, tracks and level-of-detail busy runs, about 2 s for a 1 GB
+trace); computing it again on every open would make a reopen as slow as the first one.
+``per_trace_stored`` memoizes like ``memo.per_trace`` and, when the trace came through the
+cache (``Trace.cache_ref``), first reads the result from its own entry (a cache entry
+keyed like the trace's plus the part's name and version: same checks, same eviction), else
+computes it and writes that entry in a thread.
+
+A stored result is a dict of arrays plus JSON-able meta; the decorated function's
+``dump``/``load`` convert.  A part's ``version`` must change when its content does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import threading
+from typing import Callable, TypeVar
+
+import numpy as np
+
+from tb_profiler import cache as _cache
+from tb_profiler.analysis.memo import _CACHE
+
+T = TypeVar("T")
+logger = logging.getLogger("tb_profiler")
+Dump = Callable[[T], "tuple[dict[str, np.ndarray], dict]"]
+Load = Callable[["dict[str, np.ndarray]", dict], "T | None"]
+
+
+def part_entry(trace, part: str) -> "tuple[str, _cache.CacheKey] | None":
+    """(entry file, key) of a part derived from this trace; None when it has no cache."""
+    ref = getattr(trace, "cache_ref", None)
+    if ref is None:
+        return None
+    entry_file, key = ref
+    folder = os.path.dirname(entry_file)
+    return (_cache.entry_path(f"{key.source}#{part}", folder), dataclasses.replace(key, part=part))
+
+
+def per_trace_stored(name: str, version: int, dump: Dump, load: Load):
+    """Like memo.per_trace, and kept in the cache (see the module docstring)."""
+    part = f"{name}@{version}"
+
+    def decorate(fn: Callable[..., T]) -> Callable[..., T]:
+        memo_key = f"{fn.__module__}.{fn.__qualname__}"
+
+        @functools.wraps(fn)
+        def wrapper(trace) -> T:
+            memo = _CACHE.setdefault(trace, {})
+            if memo_key not in memo:
+                memo[memo_key] = _read(trace, part, load)
+                if memo[memo_key] is None:
+                    memo[memo_key] = fn(trace)
+                    _write_later(trace, part, dump, memo[memo_key])
+            return memo[memo_key]
+
+        wrapper.part = part
+        return wrapper
+
+    return decorate
+
+
+def _read(trace, part: str, load: Load):
+    where = part_entry(trace, part)
+    if where is None:
+        return None
+    entry = _cache.read_entry(*where)
+    if entry is None:
+        return None
+    try:
+        return load(entry.arrays, entry.meta)
+    except (KeyError, ValueError, TypeError, _cache.DamagedEntry):
+        return None  # a part that does not fit this trace: compute it again
+
+
+def _write_later(trace, part: str, dump: Dump, value) -> None:
+    where = part_entry(trace, part)
+    if where is None:
+        return
+    try:
+        arrays, meta = dump(value)
+    except (TypeError, ValueError):  # nothing storable: it stays in memory only
+        logger.debug("tb_profiler: %s not stored", part, exc_info=True)
+        return
+    threading.Thread(target=_cache.write_entry, args=(where[0], where[1], arrays, [], b"", meta),
+                     name=f"tb_profiler-store-{part}").start()
