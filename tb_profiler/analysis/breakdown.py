@@ -33,6 +33,7 @@ import pandas as pd
 from tb_profiler.analysis.communication import comm_calls, comm_kernels
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.shared import name_map
 from tb_profiler.analysis.steps import steps, valid_times
 from tb_profiler.trace.roles import HOST_WORK, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
@@ -52,16 +53,14 @@ _STEP_RE = re.compile(r"ProfilerStep#\d+\Z")
 @per_trace
 def category_masks(trace) -> dict[str, np.ndarray]:
     """Boolean mask over events per category (without "other"), valid times only."""
-    ev = trace.events
     roles = trace.roles
     ok = valid_times(trace)
-    names = ev["name"]
     host = role_mask(roles, HOST_WORK) | _legacy_python(trace)
-    is_dl = host & map_string_ids(names, trace.strings, lambda s: bool(_DATALOADER_RE.match(s)), bool, False)
+    is_dl = host & name_map(trace, lambda s: bool(_DATALOADER_RE.match(s)))
     comm_host = comm_calls(trace)
     kernel = roles == Role.COMPUTE
     comm_kernel = comm_kernels(trace)
-    is_step = map_string_ids(names, trace.strings, lambda s: bool(_STEP_RE.match(s)), bool, False)
+    is_step = name_map(trace, lambda s: bool(_STEP_RE.match(s)))
     return {
         "kernel": ok & kernel & ~comm_kernel,
         "memcpy": ok & (roles == Role.MEMCPY),

@@ -14,11 +14,10 @@ import re
 import numpy as np
 
 from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.shared import compute, name_map
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind, kind_mask
-from tb_profiler.trace.roles import Role
-from tb_profiler.trace.strings import map_string_ids
 
 COMM_BACKENDS = ("nccl", "gloo", "ucc", "mpi", "xccl", "hccl", "rccl", "cncl", "mccl")
 BACKEND_RE = re.compile(rf"(?:{'|'.join(COMM_BACKENDS)}):(?!:)", re.IGNORECASE)
@@ -29,7 +28,7 @@ _HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.COLLECTIVE_COMM)
 
 def name_flags(trace, fn) -> np.ndarray:
     """fn(name) for every event, evaluated once per distinct name."""
-    return map_string_ids(trace.events["name"], trace.strings, fn, bool, False)
+    return name_map(trace, fn)
 
 
 def is_comm_name(name: str) -> bool:
@@ -51,7 +50,7 @@ def comm_kernels(trace) -> np.ndarray:
     """Mask of communication kernels: NCCL/RCCL by name, or sharing a communication call's
     External id."""
     ev = trace.events
-    kernel = (trace.roles == Role.COMPUTE) & valid_times(trace)
+    kernel = compute(trace)
     by_name = name_flags(trace, lambda n: _KERNEL_RE.search(n) is not None)
     ext = ev["external_id"]
     ids = np.unique(ext[comm_calls(trace) & (ext != MISSING_INT)])

@@ -19,11 +19,12 @@ import pandas as pd
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.links import host_parent, launching_op
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.steps import steps, valid_times
-from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible
+from tb_profiler.analysis.shared import compute, device_work, frozen, name_mask
+from tb_profiler.analysis.steps import steps
+from tb_profiler.analysis.tensor_cores import tc_eligible
 from tb_profiler.analysis.tensor_cores import uses_tensor_cores as tc_kernel_names
 from tb_profiler.trace.categories import Kind
-from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
+from tb_profiler.trace.roles import Role
 
 SUMMARY_COLUMNS = ["device", "word", "name", "memory_bytes", "compute_capability", "num_sms", "kernels",
                    "kernel_ns", "busy_ns", "window_ns", "utilization_pct", "sm_efficiency_pct",
@@ -33,8 +34,7 @@ SUMMARY_COLUMNS = ["device", "word", "name", "memory_bytes", "compute_capability
 @per_trace
 def uses_tensor_cores(trace) -> np.ndarray:
     """Per event: a kernel whose name marks tensor-core use."""
-    ev = trace.events
-    return string_id_mask(ev["name"], trace.strings, tc_kernel_names) & (trace.roles == Role.COMPUTE)
+    return frozen(name_mask(trace, tc_kernel_names) & (trace.roles == Role.COMPUTE))
 
 
 @per_trace
@@ -45,7 +45,7 @@ def window(trace) -> tuple[int, int] | None:
     if not st.empty:
         return int(st["start_ns"].iloc[0]), int(st["end_ns"].iloc[-1])
     ev = trace.events
-    k = (trace.roles == Role.COMPUTE) & valid_times(trace)
+    k = compute(trace)
     if not k.any():
         return None
     return int(ev["ts"][k].min()), int((ev["ts"][k] + ev["dur"][k]).max())
@@ -71,7 +71,7 @@ def device_summary(trace) -> pd.DataFrame:
 @per_trace
 def _device_summary(trace) -> pd.DataFrame:
     did = device_ids(trace)
-    work = role_mask(trace.roles, DEVICE_WORK) & valid_times(trace) & (did >= 0)
+    work = device_work(trace) & (did >= 0)
     ids = np.unique(did[work])
     if not len(ids):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
@@ -83,7 +83,7 @@ def _device_summary(trace) -> pd.DataFrame:
 
 def _device_row(trace, dev_id: int, did: np.ndarray, win, device) -> dict:
     ev = trace.events
-    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (did == dev_id))
+    k = np.flatnonzero(compute(trace) & (did == dev_id))
     s, d = ev["ts"][k], ev["dur"][k]
     e = s + d
     lo, hi = win if win else (0, 0)
@@ -143,10 +143,10 @@ def tc_eligible_kernel_share(trace) -> float:
     """
     ev = trace.events
     op = launching_op(trace)
-    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (op >= 0))
+    k = np.flatnonzero(compute(trace) & (op >= 0))
     if not len(k):
         return 0.0
-    eligible = (ev["kind"] == Kind.CPU_OP) & string_id_mask(ev["name"], trace.strings, tc_eligible)
+    eligible = (ev["kind"] == Kind.CPU_OP) & name_mask(trace, tc_eligible)
     eligible[op[k[uses_tensor_cores(trace)[k]]]] = True
     below = _has_marked_descendant(trace, eligible)
     bottom = eligible & ~below
@@ -172,7 +172,7 @@ def _has_marked_descendant(trace, marked: np.ndarray) -> np.ndarray:
 def kernel_tc_share(trace) -> float | None:
     """Share (0..1) of all kernel time in tensor-core kernels; None without kernels."""
     ev = trace.events
-    k = (trace.roles == Role.COMPUTE) & valid_times(trace)
+    k = compute(trace)
     total = ev["dur"][k].sum()
     if not total:
         return None

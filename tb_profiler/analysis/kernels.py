@@ -13,6 +13,7 @@ import numpy as np
 
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launched_by_graph, launching_op
+from tb_profiler.analysis.memo import per_trace_args
 from tb_profiler.analysis.operators import call_tree
 from tb_profiler.analysis.steps import in_steps
 from tb_profiler.analysis.tensor_cores import (
@@ -90,11 +91,19 @@ def kernels(trace, group_by: str = "name", steps_only: bool = False):
 
     steps_only: count only the kernels inside the steps (``steps.in_steps``: a kernel in
     the step that launched it), for figures divided by the number of steps.
-    """
-    import pandas as pd
 
+    Computed once per trace and arguments (the Kernel view's pie, table and tensor-core
+    chart ask for the same one); each call returns its own copy.
+    """
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
+    return _kernels(trace, group_by, bool(steps_only)).copy()
+
+
+@per_trace_args
+def _kernels(trace, group_by: str, steps_only: bool):
+    import pandas as pd
+
     ev = trace.events
     rows = np.flatnonzero(trace.roles == Role.COMPUTE)
     if steps_only:

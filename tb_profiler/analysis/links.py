@@ -19,9 +19,9 @@ import numpy as np
 from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, parents
+from tb_profiler.analysis.shared import compute, name_map
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
-from tb_profiler.trace.strings import map_string_ids
 from tb_profiler.trace.roles import DEVICE_SIDE, Role, role_mask
 
 NO_ROW = -1
@@ -96,7 +96,7 @@ def launching_op(trace) -> np.ndarray:
 @per_trace
 def graph_launch_calls(trace) -> np.ndarray:
     """Per event: a runtime call that launches a captured graph (cudaGraphLaunch, ...)."""
-    names = map_string_ids(trace.events["name"], trace.strings, lambda s: s in GRAPH_LAUNCH_NAMES, bool, False)
+    names = name_map(trace, GRAPH_LAUNCH_NAMES.__contains__)
     return names & (trace.roles == Role.RUNTIME)
 
 
@@ -122,10 +122,8 @@ class Launches:
 @per_trace
 def launches(trace) -> Launches:
     """The compute launches of a trace (see ``Launches``)."""
-    from tb_profiler.analysis.steps import valid_times  # steps builds on this module
-
     rt = launch(trace)
-    k = np.flatnonzero((trace.roles == Role.COMPUTE) & valid_times(trace) & (rt >= 0))
+    k = np.flatnonzero(compute(trace) & (rt >= 0))
     call, inv = np.unique(rt[k], return_inverse=True)
     work = np.bincount(inv, weights=trace.events["dur"][k], minlength=len(call)).astype(np.int64)
     count = np.bincount(inv, minlength=len(call)).astype(np.int64)

@@ -22,3 +22,20 @@ def per_trace(fn: Callable[..., T]) -> Callable[..., T]:
         return memo[key]
 
     return wrapper
+
+
+def per_trace_args(fn: Callable[..., T]) -> Callable[..., T]:
+    """Cache fn(trace, *args, **kwargs) per trace and per arguments (hashable: a group-by
+    name, a flag), for as long as the trace lives. For small results that several routes
+    ask for (a table grouped by name serves its pie chart and its table): the caller
+    hands out copies when a result can be changed."""
+
+    @functools.wraps(fn)
+    def wrapper(trace, *args, **kwargs) -> T:
+        memo = _CACHE.setdefault(trace, {})
+        key = (f"{fn.__module__}.{fn.__qualname__}", args, tuple(sorted(kwargs.items())))
+        if key not in memo:
+            memo[key] = fn(trace, *args, **kwargs)
+        return memo[key]
+
+    return wrapper

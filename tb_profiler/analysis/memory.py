@@ -43,9 +43,9 @@ from tb_profiler.analysis.links import (
     nearest_ancestor,
 )
 from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.shared import name_map
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
-from tb_profiler.trace.strings import map_string_ids
 
 # c10::DeviceType numbers (torch/headeronly/core/DeviceType.h).
 C10_DEVICE_TYPES = {
@@ -153,8 +153,7 @@ def memory_ops(trace) -> np.ndarray:
     old plugin left out (ProfilerStep#N, Optimizer.*, enumerate(DataLoader)#...,
     (Distributed)DataParallel.forward, Lightning's [pl][...] spans)."""
     ev = trace.events
-    named_op = map_string_ids(ev["name"], trace.strings,
-                              lambda s: not (s.startswith(_NOT_OPS) or s in _NOT_OPS_EXACT), bool, False)
+    named_op = name_map(trace, lambda s: not (s.startswith(_NOT_OPS) or s in _NOT_OPS_EXACT))
     return (ev["kind"] == Kind.CPU_OP) & named_op
 
 

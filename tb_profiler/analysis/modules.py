@@ -39,11 +39,11 @@ from tb_profiler.analysis.links import (
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, subtree_sum
 from tb_profiler.analysis.nesting import depth as nesting_depth
+from tb_profiler.analysis.shared import name_map
 from tb_profiler.analysis.steps import in_steps
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
-from tb_profiler.trace.strings import map_string_ids
 
 NN_PREFIX = "nn.Module: "
 PL_PREFIX = "[pl][module]"
@@ -85,7 +85,7 @@ def _module_kind(trace) -> tuple[str, np.ndarray, list[str]]:
     are present (the old plugin did the same), since they name modules by attribute path."""
     ev = trace.events
     host = ~device_mask(trace)
-    pl = host & map_string_ids(ev["name"], trace.strings, lambda s: s.startswith(PL_PREFIX), bool, False)
+    pl = host & name_map(trace, lambda s: s.startswith(PL_PREFIX))
     if pl.any():
         return "lightning", pl, []
     py = ev["kind"] == Kind.PYTHON_FUNCTION

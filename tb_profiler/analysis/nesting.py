@@ -22,13 +22,35 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     start = np.ascontiguousarray(start, dtype=np.int64)
     end = np.ascontiguousarray(end, dtype=np.int64)
     n = len(group)
-    order = np.lexsort((-end, start, group))  # stable: equal keys keep input order
+    order = _nesting_order(group, start, -end)
     sorted_parent = np.empty(n, dtype=np.int64)
     _native.nest_parents(group[order], start[order], end[order], sorted_parent)
     out = np.full(n, -1, dtype=np.int64)
     has = sorted_parent >= 0
     out[order[has]] = order[sorted_parent[has]]
     return out
+
+
+def _nesting_order(group: np.ndarray, start: np.ndarray, neg_end: np.ndarray) -> np.ndarray:
+    """``np.lexsort((neg_end, start, group))``, cheaply when it can be.
+
+    Events usually come in time order already (a trace's events table is sorted by start,
+    longest first), so a stable sort by group alone, which is a linear radix sort for a
+    few thousand groups, often gives the lexsort's order. It is kept only when checked to
+    be sorted by (group, start, neg_end): a stable sort's result is unique, so it is then
+    the lexsort's, ties in input order included."""
+    n = len(group)
+    if n > 1:
+        lo, hi = int(group.min()), int(group.max())
+        if lo >= 0 and hi < (1 << 15):
+            order = np.argsort(group.astype(np.int16), kind="stable")
+            g, s, e = group[order], start[order], neg_end[order]
+            same_g = g[1:] == g[:-1]
+            same_s = s[1:] == s[:-1]
+            ok = (g[1:] > g[:-1]) | (same_g & ((s[1:] > s[:-1]) | (same_s & (e[1:] >= e[:-1]))))
+            if ok.all():
+                return order
+    return np.lexsort((neg_end, start, group))  # stable: equal keys keep input order
 
 
 def depth(parent: np.ndarray) -> np.ndarray:
@@ -48,18 +70,35 @@ def depth(parent: np.ndarray) -> np.ndarray:
     return dist
 
 
-def subtree_sum(values: np.ndarray, parent: np.ndarray, level: np.ndarray | None = None) -> np.ndarray:
-    """Each node's value plus all its descendants' (parent indexes the same arrays, -1 at a
-    root): one vectorized add per nesting level, deepest first."""
-    total = np.asarray(values).astype(np.int64, copy=True)
-    if not len(total):
-        return total
+def level_chunks(parent: np.ndarray, level: np.ndarray | None = None) -> list[np.ndarray]:
+    """The non-root nodes grouped by nesting level, deepest level first: the schedule of
+    ``subtree_sum``. Several sums over one tree share it (the depth walk and the sort are
+    most of a sum's cost)."""
+    parent = np.asarray(parent)
+    if not len(parent):
+        return []
     level = depth(parent) if level is None else level
-    order = np.argsort(-level, kind="stable")
+    # (a stable sort of small ints is a linear radix sort: the same order, cheaper)
+    key = -level.astype(np.int16) if 0 <= level.min() and level.max() < (1 << 15) - 1 else -level
+    order = np.argsort(key, kind="stable")
+    chunks = []
     for chunk in np.split(order, np.flatnonzero(np.diff(level[order])) + 1):
         chunk = chunk[parent[chunk] >= 0]
         if len(chunk):
-            np.add.at(total, parent[chunk], total[chunk])
+            chunks.append(chunk)
+    return chunks
+
+
+def subtree_sum(values: np.ndarray, parent: np.ndarray, level: np.ndarray | None = None,
+                chunks: list[np.ndarray] | None = None) -> np.ndarray:
+    """Each node's value plus all its descendants' (parent indexes the same arrays, -1 at a
+    root): one vectorized add per nesting level, deepest first. ``chunks``: the tree's
+    ``level_chunks``, when several sums share one tree."""
+    total = np.asarray(values).astype(np.int64, copy=True)
+    if not len(total):
+        return total
+    for chunk in level_chunks(parent, level) if chunks is None else chunks:
+        np.add.at(total, parent[chunk], total[chunk])
     return total
 
 

@@ -27,18 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_profiler.analysis.gpu import uses_tensor_cores as kernel_uses_tensor_cores
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
-from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.nesting import subtree_sum
+from tb_profiler.analysis.memo import per_trace, per_trace_args
+from tb_profiler.analysis.nesting import level_chunks, subtree_sum
+from tb_profiler.analysis.shared import durations, name_map, name_mask
 from tb_profiler.analysis.stacks import op_stacks
 from tb_profiler.analysis.steps import in_steps
-from tb_profiler.analysis.tensor_cores import (
-    string_id_mask,
-    tc_eligible,
-    uses_tensor_cores,
-)
-from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.analysis.tensor_cores import tc_eligible
 from tb_profiler.trace.categories import Kind, kind_mask
 from tb_profiler.trace.roles import DEVICE_WORK, HOST_WORK, Role, role_mask
 
@@ -81,15 +78,14 @@ class CallTree:
     operator: np.ndarray
 
 
-def _name_mask(trace, ids: np.ndarray, predicate) -> np.ndarray:
-    """predicate(name) -> bool per row, evaluated once per distinct name."""
-    return string_id_mask(ids, trace.strings,
-                          lambda names: np.fromiter((predicate(s) for s in names), bool, len(names)))
+def _name_mask(trace, predicate) -> np.ndarray:
+    """predicate(name) -> bool per event, evaluated once per distinct name."""
+    return name_map(trace, predicate)
 
 
 def _durations(trace) -> np.ndarray:
-    dur = trace.events["dur"]
-    return np.where(dur == MISSING_INT, 0, dur)
+    """dur per event, a missing one as 0 (read-only, shared)."""
+    return durations(trace)
 
 
 def _fold_duplicates(trace, node: np.ndarray, parent0: np.ndarray, runtime_is_child: bool, fold_kinds):
@@ -113,16 +109,21 @@ def _fold_duplicates(trace, node: np.ndarray, parent0: np.ndarray, runtime_is_ch
         owner = nxt
 
 
-def _subtree_sum(values: np.ndarray, parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """values summed over each row's subtree (rows: the tree's members), deepest level first."""
-    total = values.astype(np.int64, copy=True)
-    if not len(rows):
-        return total
+def _subtree_summer(parent: np.ndarray, rows: np.ndarray):
+    """A function summing values (over events) over each row's subtree (rows: the tree's
+    members), deepest level first. The tree's levels are found once for all its sums."""
     index = np.full(len(parent), -1, np.int64)  # event row -> member index
     index[rows] = np.arange(len(rows))
     lp = np.where(parent[rows] >= 0, index[np.maximum(parent[rows], 0)], -1)
-    total[rows] = subtree_sum(total[rows], lp)
-    return total
+    chunks = level_chunks(lp) if len(rows) else []
+
+    def summed(values: np.ndarray) -> np.ndarray:
+        total = values.astype(np.int64, copy=True)
+        if len(rows):
+            total[rows] = subtree_sum(total[rows], lp, chunks=chunks)
+        return total
+
+    return summed
 
 
 def _device_attribution(trace, owner: np.ndarray):
@@ -133,7 +134,7 @@ def _device_attribution(trace, owner: np.ndarray):
     op = launching_op(trace)[dev]
     dev, op = dev[op >= 0], owner[op[op >= 0]]
     dur = _durations(trace)[dev]
-    tc = (trace.roles[dev] == Role.COMPUTE) & string_id_mask(ev["name"][dev], trace.strings, uses_tensor_cores)
+    tc = kernel_uses_tensor_cores(trace)[dev]
     device = np.bincount(op, weights=dur, minlength=n).astype(np.int64)
     tcore = np.bincount(op[tc], weights=dur[tc], minlength=n).astype(np.int64)
     return device, tcore
@@ -149,7 +150,7 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
     n = len(ev)
     node = role_mask(trace.roles, CALL_ROLES)
     if hidden_names:
-        node &= ~_name_mask(trace, ev["name"], hidden_names.__contains__)
+        node &= ~_name_mask(trace, hidden_names.__contains__)
     rows = np.flatnonzero(node)
     parent0 = np.full(n, NO_ROW, np.int64)
     parent0[rows] = nearest_ancestor(trace, rows, node, include_self=False)
@@ -163,13 +164,14 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
     host_self = np.where(node & ~merged, dur - children_ns, 0)
     device_self, tc_self = _device_attribution(trace, owner)
     is_op = ev["kind"] == Kind.CPU_OP
-    named = is_op & string_id_mask(ev["name"], trace.strings, tc_eligible)
-    below = _subtree_sum((named | (tc_self > 0)).astype(np.int64), parent, live)
+    named = is_op & name_mask(trace, tc_eligible)
+    subtree = _subtree_summer(parent, live)
+    below = subtree((named | (tc_self > 0)).astype(np.int64))
     operator = is_op & node & ~merged & ~_name_mask(
-        trace, ev["name"], lambda s: s.startswith(NOT_OPERATOR_PREFIXES) or s in NOT_OPERATOR_NAMES)
+        trace, lambda s: s.startswith(NOT_OPERATOR_PREFIXES) or s in NOT_OPERATOR_NAMES)
     return CallTree(node=node, merged=merged, parent=parent, host_self=host_self,
-                    device_self=device_self, device_total=_subtree_sum(device_self, parent, live),
-                    tc_self=tc_self, tc_total=_subtree_sum(tc_self, parent, live),
+                    device_self=device_self, device_total=subtree(device_self),
+                    tc_self=tc_self, tc_total=subtree(tc_self),
                     eligible=is_op & (below > 0), operator=operator)
 
 
@@ -268,9 +270,17 @@ def operators(trace, group_by: str = "name", steps_only: bool = False):
     its host time and all the device work it and the ops below it launched (the call tree
     gives an op its children's time, so splitting a call at a step boundary would count
     its children twice or not at all).
+
+    Computed once per trace and arguments (the pie and the table of a view ask for the
+    same one); each call returns its own copy.
     """
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
+    return _operators(trace, group_by, bool(steps_only)).copy()
+
+
+@per_trace_args
+def _operators(trace, group_by: str, steps_only: bool):
     lead = ["name"] + {"name": [], "input_shape": ["input_shape"], "stack": ["stack_id"]}[group_by]
     rows = np.flatnonzero(call_tree(trace).operator)
     if steps_only:
@@ -299,8 +309,7 @@ def operator_stacks(trace, name: str, input_shape: str | None = None):
     columns. Calls without a stack are left out (as the old plugin's stack view)."""
     lead = ["stack_id", "frames"]
     tree = call_tree(trace)
-    ev = trace.events
-    rows = np.flatnonzero(tree.operator & _name_mask(trace, ev["name"], lambda s: s == name))
+    rows = np.flatnonzero(tree.operator & _name_mask(trace, lambda s: s == name))
     if input_shape is not None and len(rows):
         key, text = input_shapes(trace, rows)
         rows = rows[text[key] == input_shape]

@@ -8,6 +8,7 @@ overview never raises on a valid Trace.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ import pandas as pd
 
 from tb_profiler.analysis import breakdown as bd
 from tb_profiler.analysis.gpu import device_summary, window
+from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.recommendations import recommendations
 from tb_profiler.analysis.steps import step_info
 from tb_profiler.trace.strings import match_ids
@@ -28,7 +30,16 @@ def overview(trace, records: bool = False) -> dict:
     DataFrames (lists of plain dicts with ``records=True``, ready for JSON);
     breakdown["labels"] maps category to its display name in priority order; summary
     holds step_time_avg_ns, num_steps, the average breakdown and the main device numbers.
+
+    Computed once per trace (the plugin's route, the CLI and the notebook share it); each
+    call returns its own deep copy.
     """
+    out = copy.deepcopy(_overview(trace))
+    return to_records(out) if records else out
+
+
+@per_trace
+def _overview(trace) -> dict:
     info = step_info(trace)
     ns = bd.breakdown(trace)
     pct = bd.breakdown_percent(ns)
@@ -42,7 +53,7 @@ def overview(trace, records: bool = False) -> dict:
         "summary": _summary(trace, info, ns, pct, devices),
         "notes": _notes(trace, info, devices),
     }
-    return to_records(out) if records else out
+    return out
 
 
 def _summary(trace, info, ns: pd.DataFrame, pct: pd.DataFrame, devices: pd.DataFrame) -> dict:

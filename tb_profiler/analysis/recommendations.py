@@ -24,14 +24,15 @@ from tb_profiler.analysis.gpu import (
     tc_eligible_kernel_share,
 )
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
+from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.links import launches
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.memory import memory_peaks
+from tb_profiler.analysis.shared import device_work, name_map
 from tb_profiler.analysis.steps import step_of, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
-from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
-from tb_profiler.trace.strings import map_string_ids
+from tb_profiler.trace.roles import Role
 
 DATALOADER_SHARE = 0.05
 COMMUNICATION_SHARE = 0.10
@@ -111,7 +112,7 @@ def _share_rule(trace, category: str, threshold: float):
 
 
 def _names(trace, predicate, dtype=bool, default=False) -> np.ndarray:
-    return map_string_ids(trace.events["name"], trace.strings, predicate, dtype, default)
+    return name_map(trace, predicate, dtype, default)
 
 
 def _in_steps(trace) -> np.ndarray:
@@ -426,7 +427,7 @@ def idle_gaps(trace):
     all devices counted together; None without device work or steps."""
     ev = trace.events
     st = steps(trace)
-    work = role_mask(trace.roles, DEVICE_WORK) & valid_times(trace)
+    work = device_work(trace)
     if st.empty or not work.any():
         return None
     ms, me = merge_intervals(ev["ts"][work], ev["ts"][work] + ev["dur"][work])
@@ -434,7 +435,7 @@ def idle_gaps(trace):
     hi = st["end_ns"].to_numpy()
     # Gaps are the complement of the busy union, cut at step edges: split time at every
     # edge, keep the pieces that are neither busy nor outside a step, join neighbours.
-    cuts = np.unique(np.concatenate([lo, hi, ms, me]))
+    cuts = unique_ints(np.concatenate([lo, hi, ms, me]))
     seg_s, seg_e = cuts[:-1], cuts[1:]
     mid_busy = covered_in(ms, me, seg_s, seg_e) > 0
     idx = np.searchsorted(lo, seg_s, side="right") - 1

@@ -25,9 +25,9 @@ import pandas as pd
 
 from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launching_op
 from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.shared import device_work, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind, kind_mask
-from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
 # Host events that bound a trace without ProfilerStep#N.
 _HOST_OPS = (Kind.CPU_OP, Kind.USER_ANNOTATION)
@@ -48,13 +48,6 @@ class StepInfo:
     dropped: int = 0            # trailing steps removed (incomplete device work)
     fallback: bool = False      # no ProfilerStep#N: the whole trace is one step
     unlaunched: int = 0         # device events whose launch is not in the trace
-
-
-def valid_times(trace) -> np.ndarray:
-    """Events with a usable [ts, ts + dur): both present and dur >= 0."""
-    ev = trace.events
-    ts, dur = ev["ts"], ev["dur"]
-    return (ts != MISSING_INT) & (dur != MISSING_INT) & (dur >= 0)
 
 
 def steps(trace) -> pd.DataFrame:
@@ -242,7 +235,7 @@ def _device_event_host_step(trace, hs, he):
     ev = trace.events
     n = len(ev)
     out = np.full(n, -1, dtype=np.int64)
-    dev = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK) & valid_times(trace))
+    dev = np.flatnonzero(device_work(trace))
     anchor = _launch_anchor(trace)[dev]
     has = anchor >= 0
     a_start, a_end = _span(trace, anchor[has])
@@ -273,7 +266,7 @@ def _stretch(trace, hs, he, dev_step):
     if count[0]:
         # Device work launched outside every step that finished before step 0's own
         # device work began belongs to what came before: step 0 starts after it.
-        other = role_mask(trace.roles, DEVICE_WORK) & valid_times(trace) & (dev_step < 0)
+        other = device_work(trace) & (dev_step < 0)
         ends = ev["ts"][other] + ev["dur"][other]
         before = ends[ends < dmin[0]]
         if len(before):

@@ -1,0 +1,98 @@
+"""Per-trace intermediates that many analyses share, computed once and kept read-only.
+
+Why: the whole-trace analyses (overview, operators, kernels, memory, modules) ask the same
+questions of every event again and again: which have usable times, which are device
+work, which are kernels, what a predicate says of each event's name, each duration with
+a missing one read as 0. On a trace of millions of events each question is a pass over
+every row (and, for names, a bincount of the name ids to find the distinct ones); the
+overview alone asked for the valid times a dozen times. Here each answer is one array
+per trace, memoized with ``memo.per_trace`` and frozen (``writeable=False``): a caller
+that wants to change one must copy it, so no analysis can spoil another's input.
+
+Every function returns exactly what the expression in its docstring would; only the cost
+changes.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
+
+
+def frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only (memoized arrays are shared by every caller)."""
+    a.setflags(write=False)
+    return a
+
+
+# -- masks over events ------------------------------------------------------------------------
+
+@per_trace
+def valid_times(trace) -> np.ndarray:
+    """Events with a usable [ts, ts + dur): both present and dur >= 0."""
+    ev = trace.events
+    ts, dur = ev["ts"], ev["dur"]
+    return frozen((ts != MISSING_INT) & (dur != MISSING_INT) & (dur >= 0))
+
+
+@per_trace
+def device_work(trace) -> np.ndarray:
+    """``role_mask(trace.roles, DEVICE_WORK) & valid_times(trace)``: kernels, copies and
+    fills with usable times."""
+    return frozen(role_mask(trace.roles, DEVICE_WORK) & valid_times(trace))
+
+
+@per_trace
+def compute(trace) -> np.ndarray:
+    """``(trace.roles == Role.COMPUTE) & valid_times(trace)``: kernels with usable times."""
+    return frozen((trace.roles == Role.COMPUTE) & valid_times(trace))
+
+
+@per_trace
+def durations(trace) -> np.ndarray:
+    """Each event's dur, a missing one read as 0."""
+    dur = trace.events["dur"]
+    return frozen(np.where(dur == MISSING_INT, 0, dur))
+
+
+# -- the name column ---------------------------------------------------------------------------
+
+@per_trace
+def name_index(trace) -> tuple[np.ndarray, np.ndarray]:
+    """(name id per event with missing / out-of-range ids as ``len(trace.strings)``, the
+    distinct valid ids used, ascending): what ``map_string_ids`` and ``string_id_mask``
+    derive from the name column on every call."""
+    ids = trace.events["name"]
+    n = len(trace.strings)
+    safe = np.where((ids >= 0) & (ids < n), ids, n)
+    used = np.flatnonzero(np.bincount(safe, minlength=n + 1)[:n]) if len(safe) else np.zeros(0, np.int64)
+    return frozen(safe), frozen(used)
+
+
+def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False) -> np.ndarray:
+    """``map_string_ids(trace.events["name"], trace.strings, fn, dtype, default)``: fn
+    once per distinct used name, broadcast to every event."""
+    safe, used = name_index(trace)
+    strings = trace.strings
+    lut = np.full(len(strings) + 1, default, dtype=dtype)  # last slot: missing ids
+    for i in used.tolist():
+        lut[i] = fn(strings[i])
+    return lut[safe]
+
+
+def name_mask(trace, predicate: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``tensor_cores.string_id_mask(trace.events["name"], trace.strings, predicate)``:
+    predicate (names -> bool array) over the distinct used names, broadcast."""
+    safe, used = name_index(trace)
+    lut = np.zeros(len(trace.strings) + 1, dtype=bool)
+    if len(used):
+        lut[used] = predicate(trace.strings[used])
+    return lut[safe]
+
+
+__all__ = ["compute", "device_work", "durations", "frozen", "name_index", "name_map", "name_mask",
+           "valid_times"]
