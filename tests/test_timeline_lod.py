@@ -149,7 +149,10 @@ def test_arrays_round_trip(events):
     assert all(isinstance(v, np.ndarray) for v in arrays.values())
     back = lod_mod.from_arrays({k: v.copy() for k, v in arrays.items()})
     for k, v in back.arrays().items():
-        assert np.array_equal(v, arrays[k]), k
+        assert np.array_equal(v, arrays[k]) and v.dtype == arrays[k].dtype, k
+    assert arrays["lod_ev_id"].dtype == np.int32  # indices and counts kept in half the bytes
+    with pytest.raises(ValueError):
+        lod_mod.from_arrays({**arrays, "lod_run_lo": arrays["lod_run_lo"].astype(np.float64)})
     with pytest.raises(ValueError):
         lod_mod.from_arrays({**arrays, "lod_params": np.r_[99, arrays["lod_params"][1:]]})
 

@@ -37,7 +37,7 @@ import numpy as np
 BASE_NS = 1000         # the finest bin: windows of less than a microsecond per pixel are exact
 FACTOR = 4             # each level's bins are this many times wider than the previous level's
 MIN_BINS = 64          # the widest level still has about this many bins over the trace
-LOD_VERSION = 1        # bump when the arrays change meaning
+LOD_VERSION = 2        # bump when the arrays change meaning
 _PARAMS = ("version", "t0", "base", "factor", "levels", "rows", "ev_shift", "bin_shift", "events")
 
 
@@ -53,12 +53,12 @@ class LodIndex:
     events: int             # events in the trace the index was built for
     row_start: np.ndarray   # per track: its first row (rows of track t: row_start[t] + depth)
     ev_key: np.ndarray      # sorted: (class * rows + row) << ev_shift | ts - t0
-    ev_id: np.ndarray       # the event row of each ev_key
+    ev_id: np.ndarray       # the event row of each ev_key (int32 below 2**31 events)
     ev_class_start: np.ndarray  # per class, where its keys start in ev_key (levels + 2 entries)
     class_max_dur: np.ndarray   # per class, its longest event (ns, 0 when empty)
     run_lo: np.ndarray      # sorted: (level * rows + row) << bin_shift | first bin of a busy run
-    run_hi: np.ndarray      # the same with the bin after the run's last
-    run_count: np.ndarray   # events of class <= level starting in the run
+    run_len: np.ndarray     # its bins (int32 where they fit)
+    run_count: np.ndarray   # events of class <= level starting in the run (int32 where they fit)
 
     # -- levels ------------------------------------------------------------------------------
     def width(self, level: int) -> int:
@@ -87,8 +87,9 @@ class LodIndex:
         back = np.repeat(self.class_max_dur[classes], self.rows)
         lo = (groups << self.ev_shift) + np.clip(int(a) - self.t0 - back, 0, top)
         hi = (groups << self.ev_shift) + min(max(int(b) - self.t0, 0), top)
-        idx = concat_ranges(np.searchsorted(self.ev_key, lo, side="left"), np.searchsorted(self.ev_key, hi, side="left"))
-        rows_ = self.ev_id[idx]
+        idx = concat_ranges(np.searchsorted(self.ev_key, lo, side="left"),
+                            np.searchsorted(self.ev_key, hi, side="left"))
+        rows_ = self.ev_id[idx].astype(np.int64)
         t = ts[rows_]
         end = t + np.maximum(dur[rows_], 0)
         keep = (end > a) | ((end == a) & (t == a))
@@ -119,13 +120,19 @@ class LodIndex:
         if jb >= ja:
             rows = np.arange(self.rows, dtype=np.int64)
             g = (level * self.rows + rows) << self.bin_shift
-            sel = concat_ranges(np.searchsorted(self.run_hi, g + ja, side="right"),
-                          np.searchsorted(self.run_lo, g + jb, side="right"))
+            # per row, the first run reaching past bin ja: the last one starting at or before ja if it
+            # does, else the next one
+            first = np.searchsorted(self.run_lo, g + ja, side="right")
+            prev = np.maximum(first - 1, 0)
+            reaches = ((first > 0) & (self.run_lo[prev] >= g) & (self.run_lo[prev] - g + self.run_len[prev] > ja)
+                       if len(self.run_lo) else np.zeros(len(g), dtype=bool))
+            sel = concat_ranges(first - reaches, np.searchsorted(self.run_lo, g + jb, side="right"))
             mask = (1 << self.bin_shift) - 1
             r = (self.run_lo[sel] >> self.bin_shift) - level * self.rows
-            lo0, hi0 = self.run_lo[sel] & mask, self.run_hi[sel] & mask
+            lo0 = self.run_lo[sel] & mask
+            hi0 = lo0 + self.run_len[sel]
             lo, hi = np.maximum(lo0, ja), np.minimum(hi0, jb + 1)
-            n = self.run_count[sel].copy()
+            n = self.run_count[sel].astype(np.int64)
             cut = np.flatnonzero((lo != lo0) | (hi != hi0))
             if len(cut):
                 n[cut] = self.count_starting(r[cut], level, lo[cut] * w, hi[cut] * w)
@@ -171,7 +178,7 @@ class LodIndex:
                            self.bin_shift, self.events], dtype=np.int64)
         return {"lod_params": params, "lod_row_start": self.row_start, "lod_ev_key": self.ev_key,
                 "lod_ev_id": self.ev_id, "lod_ev_class_start": self.ev_class_start,
-                "lod_class_max_dur": self.class_max_dur, "lod_run_lo": self.run_lo, "lod_run_hi": self.run_hi,
+                "lod_class_max_dur": self.class_max_dur, "lod_run_lo": self.run_lo, "lod_run_len": self.run_len,
                 "lod_run_count": self.run_count}
 
 
@@ -181,10 +188,14 @@ def from_arrays(arrays: dict[str, np.ndarray]) -> LodIndex:
     if len(params) != len(_PARAMS) or params[0] != LOD_VERSION:
         raise ValueError(f"level-of-detail arrays of another version ({params[:1]}, expected {LOD_VERSION})")
     p = dict(zip(_PARAMS, params))
+    cols = []
+    for k in ("row_start", "ev_key", "ev_id", "ev_class_start", "class_max_dur", "run_lo", "run_len", "run_count"):
+        a = np.asarray(arrays[f"lod_{k}"])
+        if a.dtype.kind != "i" or a.ndim != 1:
+            raise ValueError(f"level-of-detail array {k}: {a.dtype} {a.shape}, expected a 1-d integer array")
+        cols.append(a)
     return LodIndex(p["t0"], p["base"], p["factor"], p["levels"], p["rows"], p["ev_shift"], p["bin_shift"],
-                    p["events"], *(np.asarray(arrays[f"lod_{k}"], dtype=np.int64) for k in (
-                        "row_start", "ev_key", "ev_id", "ev_class_start", "class_max_dur", "run_lo", "run_hi",
-                        "run_count")))
+                    p["events"], *cols)
 
 
 def concat_ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -243,7 +254,7 @@ def build(track: np.ndarray, depth: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     # busy runs, level by level: the previous level's runs coarsened, plus this level's class
     mask = (1 << bin_shift) - 1
     prev_row = prev_lo = prev_hi = prev_n = np.zeros(0, np.int64)
-    out_lo, out_hi, out_n = [], [], []
+    out_lo, out_len, out_n = [], [], []
     for level in range(levels):
         w = int(widths[level])
         s, e = ev_class_start[level], ev_class_start[level + 1]
@@ -271,8 +282,13 @@ def build(track: np.ndarray, depth: np.ndarray, ts: np.ndarray, dur: np.ndarray,
             prev_hi, prev_n = reach[last] & mask, np.add.reduceat(count, first)
         base_key = (level * n_rows + prev_row) << bin_shift
         out_lo.append(base_key | prev_lo)
-        out_hi.append(base_key | prev_hi)
+        out_len.append(prev_hi - prev_lo)
         out_n.append(prev_n)
     return LodIndex(t0, base, factor, levels, n_rows, ev_shift, bin_shift, n_events, row_start, ev_key,
-                    ev_id.astype(np.int64), ev_class_start.astype(np.int64), class_max_dur,
-                    np.concatenate(out_lo), np.concatenate(out_hi), np.concatenate(out_n))
+                    _narrow(ev_id), ev_class_start.astype(np.int64), class_max_dur, np.concatenate(out_lo),
+                    _narrow(np.concatenate(out_len)), _narrow(np.concatenate(out_n)))
+
+
+def _narrow(x: np.ndarray) -> np.ndarray:
+    """x as int32 where its values fit (indices, counts: half the bytes to keep and store)."""
+    return x.astype(np.int32) if not len(x) or (x.min() >= 0 and x.max() < 2**31) else x.astype(np.int64)
