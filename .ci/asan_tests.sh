@@ -79,6 +79,7 @@ status=0
   "$ROOT/tests/test_decode_malformed.py" \
   "$ROOT/tests/test_decode_fuzz.py" \
   "$ROOT/tests/test_decode_parallel.py" \
+  "$ROOT/tests/test_decode_keep_input.py" \
   "$@" || status=$?
 pytest_status=$status
 

@@ -34,48 +34,7 @@ def _write(path, events, gz=False):
     return path
 
 
-# -- the decoder: keep_input and progress -----------------------------------------------------------
-@pytest.mark.parametrize("threads", [1, 4])
-def test_keep_input_decodes_the_same_columns_and_never_writes_the_text(threads, monkeypatch):
-    monkeypatch.setattr(decode_mod, "MIN_PART", 1 << 14)  # several parts on a small text
-    text = json.dumps({"traceEvents": _events(3000, pad=40)}).encode()
-    readonly = np.frombuffer(text, dtype=np.uint8)  # a read-only buffer: a write would raise
-    kept = decode_mod.decode(readonly, "kept", threads=threads, keep_input=True)
-    moved = decode_mod.decode(bytearray(text), "moved", threads=threads)
-    assert kept.args_blob is readonly and bytes(readonly) == text
-    for name, col in moved.dense.items():
-        if name != "args_off":
-            assert np.array_equal(col, kept.dense[name]), name
-    off_k, off_m, n = kept.dense["args_off"], moved.dense["args_off"], kept.dense["args_len"]
-    for i in (0, 1, 1500, 2999):
-        assert bytes(readonly[off_k[i]:off_k[i] + n[i]]) == bytes(moved.args_blob[off_m[i]:off_m[i] + n[i]])
-        assert json.loads(bytes(readonly[off_k[i]:off_k[i] + n[i]]))["External id"] == i
-
-
-def test_progress_counts_the_text_walked(monkeypatch):
-    monkeypatch.setattr(decode_mod, "MIN_PART", 1 << 16)
-    text = json.dumps({"traceEvents": _events(60000)}).encode()
-    counter = decode_mod.new_progress()
-    seen: list[int] = []
-    done = threading.Event()
-
-    def watch():
-        while not done.is_set():
-            seen.append(decode_mod.walked(counter, len(text)))
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        decode_mod.decode(np.frombuffer(text, np.uint8), keep_input=True, threads=2, progress=counter)
-    finally:
-        done.set()
-        watcher.join()
-    final = decode_mod.walked(counter, len(text))
-    assert final >= 0.99 * len(text)  # the events array is nearly all of the text
-    assert any(0 < s < final for s in seen), "no value between start and end was ever published"
-    assert (counter[1:] > 0).any()  # the helper parts publish too
-
-
+# -- progress (the decoder's own: tests/test_decode_keep_input.py) --------------------------------
 def test_load_reports_progress_and_a_bad_callback_breaks_nothing(tmp_path):
     p = _write(tmp_path / "w.pt.trace.json", _events(2000))
     calls = []
