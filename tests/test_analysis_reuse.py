@@ -23,7 +23,7 @@ from datafiles import V100_TRACE, real_traces, rel
 
 import tb_profiler
 from tb_profiler.analysis import kernels as kernels_mod
-from tb_profiler.analysis import links, nesting, shared
+from tb_profiler.analysis import links, nesting, range_stats, shared
 from tb_profiler.analysis import operators as operators_mod
 from tb_profiler.analysis import overview as overview_mod
 from tb_profiler.analysis import recommendations as rec
@@ -88,10 +88,11 @@ def walk_routes(t) -> None:
 def test_the_route_walk_derives_each_shared_intermediate_once():
     t = fresh()
     with counting(shared.valid_times, shared.device_work, shared.compute, shared.durations,
-                  shared.name_index, links.host_parent, links.launching_op) as calls:
+                  shared.name_index, shared.threads, links.host_parent, links.launching_op) as calls:
         walk_routes(t)
+        range_stats.range_stats(t, *t.span)  # the trace view's nesting shares the threads
     assert calls == {"valid_times": 1, "device_work": 1, "compute": 1, "durations": 1, "name_index": 1,
-                     "host_parent": 1, "launching_op": 1}
+                     "threads": 1, "host_parent": 1, "launching_op": 1}
 
 
 def test_no_analysis_rescans_the_name_column_for_its_distinct_ids():
@@ -144,6 +145,26 @@ def test_the_small_results_are_computed_once_per_trace_and_handed_out_as_copies(
     assert V.overview(t, 1)["steps"][0]["start_ns"] != -12345
 
 
+def test_the_why_analyses_are_kept_per_trace_and_arguments():
+    """The Overview's critical path, the idle, launch and queue sections: a second visit
+    (or a second request) reads the kept result; other arguments compute again."""
+    from tb_profiler.analysis import critical_path, idle, launch_stats, queue
+
+    t = fresh()
+    with counting(critical_path.critical_path, idle.idle_time, launch_stats.launch_stats,
+                  queue.queue_length) as calls:
+        for _ in range(2):
+            V.critical_path(t, None)
+            V.idle(t, 30_000)
+            V.launches(t)
+            V.queue(t, 1024)
+        V.idle(t, 50_000)
+    assert calls == {"critical_path": 1, "idle_time": 2, "launch_stats": 1, "queue_length": 1}
+    mine = t.idle()
+    mine["gaps"].loc[:, "dur_ns"] = -1
+    assert (t.idle()["gaps"]["dur_ns"] >= 0).all()
+
+
 def test_the_call_tree_finds_its_levels_once_for_all_its_subtree_sums():
     t = fresh()
     links.launching_op(t)
@@ -186,6 +207,9 @@ def trace(request):
 
 def test_shared_masks_equal_their_expressions(trace):
     ev = trace.events
+    code, first = shared.threads(trace)
+    want = _factorize_reference(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
+    assert np.array_equal(code, want[0]) and np.array_equal(first, want[1])
     ts, dur = ev["ts"], ev["dur"]
     valid = (ts != MISSING_INT) & (dur != MISSING_INT) & (dur >= 0)
     assert np.array_equal(shared.valid_times(trace), valid)
@@ -264,9 +288,9 @@ def test_nesting_order_equals_lexsort_on_real_host_events(trace):
     host = np.flatnonzero(~links.device_mask(trace) & (ev["kind"] != Kind.TRACE))
     group, _ = factorize(ev["pid"][host], ev["tid"][host], ev["pid_str"][host], ev["tid_str"][host])
     ts, end = ev["ts"][host], ev["ts"][host] + ev["dur"][host]
-    assert np.array_equal(nesting._nesting_order(group, ts, -end), np.lexsort((-end, ts, group)))
+    assert np.array_equal(nesting.nesting_order(group, ts, -end), np.lexsort((-end, ts, group)))
     rev = np.arange(len(host))[::-1]  # not in time order: the lexsort fallback
-    assert np.array_equal(nesting._nesting_order(group[rev], ts[rev], -end[rev]),
+    assert np.array_equal(nesting.nesting_order(group[rev], ts[rev], -end[rev]),
                           np.lexsort((-end[rev], ts[rev], group[rev])))
 
 
@@ -335,7 +359,7 @@ def test_nesting_order_equals_lexsort_on_random_events():
             g, s, e = g[o], s[o], e[o]
         if n and rng.random() < 0.2:
             e[int(rng.integers(0, n))] = big  # -big wraps: the order must still be lexsort's
-        assert np.array_equal(nesting._nesting_order(g, s, -e), np.lexsort((-e, s, g)))
+        assert np.array_equal(nesting.nesting_order(g, s, -e), np.lexsort((-e, s, g)))
 
 
 def test_subtree_sum_with_a_shared_schedule_equals_one_without():

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.links import NO_ROW, launch, launching_op, nearest_ancestor
+from tb_profiler.analysis.memo import per_trace_result
 from tb_profiler.analysis.recommendations import SYNC_CALL_RE
 from tb_profiler.analysis.steps import steps, valid_times
 from tb_profiler.trace.categories import Kind
@@ -39,6 +40,7 @@ PATH_COLUMNS = ["step", "kind", "start_ns", "end_ns", "dur_ns", "row", "name", "
 _HOST_KINDS = ("host", "launch", "runtime", "tail")
 
 
+@per_trace_result
 def critical_path(trace, *, max_segments: int = 100_000) -> dict:
     """Per step: the critical path's segments (PATH_COLUMNS: kind device / launch / host /
     runtime / sync / tail, the event row or -1 for a gap, its name, the operator that issued

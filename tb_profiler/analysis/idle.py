@@ -52,7 +52,7 @@ import pandas as pd
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launch
-from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.memo import per_trace, per_trace_result
 from tb_profiler.analysis.steps import step_notes, steps, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
@@ -94,6 +94,7 @@ class _Stretches:
     notes: list[str] = field(default_factory=list)
 
 
+@per_trace_result
 def idle_time(trace, *, kernel_wait_ns: int = DEFAULT_KERNEL_WAIT_NS) -> dict:
     """Idle time per device and per stream, per step and in total, classified.
 

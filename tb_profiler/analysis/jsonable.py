@@ -14,9 +14,16 @@ import pandas as pd
 
 __all__ = ["to_jsonable"]
 
+_PLAIN = frozenset({str, int, bool})  # exact types: numpy's scalars (np.float64 is a float) go the long way
+
 
 def to_jsonable(value: Any) -> Any:
     """DataFrames to lists of records, numpy scalars to Python, NaN/inf to None, recursively."""
+    kind = type(value)
+    if kind in _PLAIN or value is None:  # most leaves of a big table: answered before the checks below
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, pd.DataFrame):
         return [to_jsonable(r) for r in value.to_dict("records")]
     if isinstance(value, dict):

@@ -24,6 +24,7 @@ from tb_profiler.analysis.links import (
     launches,
     launching_op,
 )
+from tb_profiler.analysis.memo import per_trace_result
 from tb_profiler.analysis.steps import step_numbers, valid_times
 from tb_profiler.trace.roles import DEVICE_SIDE, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
@@ -210,6 +211,7 @@ def _unmatched(trace) -> dict:
     return {"calls_without_kernel": calls_without_kernel, "kernels_without_call": kernels_without_call}
 
 
+@per_trace_result
 def launch_stats(trace, *, bins: int = 30, outliers: int = 50) -> dict:
     """Kernel launch statistics of one trace.
 

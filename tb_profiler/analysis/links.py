@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_profiler.analysis.keys import factorize, match
+from tb_profiler.analysis.keys import match
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, parents
-from tb_profiler.analysis.shared import compute, name_map
+from tb_profiler.analysis.shared import compute, name_map, threads
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import DEVICE_SIDE, Role, role_mask
@@ -46,7 +46,7 @@ def host_parent(trace) -> np.ndarray:
     out = np.full(len(ev), NO_ROW, dtype=np.int64)
     if len(host):
         ts = ev["ts"][host]
-        group, _ = factorize(ev["pid"][host], ev["tid"][host], ev["pid_str"][host], ev["tid_str"][host])
+        group = threads(trace)[0][host]  # (pid, tid, pid_str, tid_str), coded once per trace
         p = parents(group, ts, ts + ev["dur"][host])
         out[host] = np.where(p >= 0, host[np.maximum(p, 0)], NO_ROW)
     return out

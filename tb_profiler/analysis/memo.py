@@ -2,6 +2,7 @@
 recomputing them, and without the Trace model knowing about any analysis."""
 from __future__ import annotations
 
+import copy
 import functools
 import weakref
 from typing import Callable, TypeVar
@@ -37,5 +38,22 @@ def per_trace_args(fn: Callable[..., T]) -> Callable[..., T]:
         if key not in memo:
             memo[key] = fn(trace, *args, **kwargs)
         return memo[key]
+
+    return wrapper
+
+
+def per_trace_result(fn: Callable[..., T]) -> Callable[..., T]:
+    """``per_trace_args`` for a result its callers may change (a dict of DataFrames): kept
+    once per trace and arguments, each call gets a deep copy. For an analysis a route asks
+    for on every visit of its view. Unhashable arguments are not kept."""
+    cached = per_trace_args(fn)
+
+    @functools.wraps(fn)
+    def wrapper(trace, *args, **kwargs) -> T:
+        try:
+            hash((args, tuple(sorted(kwargs.items()))))
+        except TypeError:
+            return fn(trace, *args, **kwargs)
+        return copy.deepcopy(cached(trace, *args, **kwargs))
 
     return wrapper

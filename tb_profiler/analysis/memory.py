@@ -43,6 +43,7 @@ from tb_profiler.analysis.links import (
     nearest_ancestor,
 )
 from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.nesting import nesting_order
 from tb_profiler.analysis.shared import name_map
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
@@ -183,19 +184,25 @@ def _enclosing_op(trace, m, order: np.ndarray) -> np.ndarray:
         return out
     cols = ("pid", "tid")  # numbers only: old traces write an event's tid as text, a record's as int
     group, _ = factorize(*(np.concatenate([ev[c][host], m[c][order]]) for c in cols))
-    start = np.concatenate([ev["ts"][host], m["ts"][order]])
-    neg_end = np.concatenate([-(ev["ts"][host] + np.maximum(ev["dur"][host], 0)), np.zeros(n_rec, dtype=np.int64)])
-    is_rec = np.concatenate([np.zeros(len(host), dtype=bool), np.ones(n_rec, dtype=bool)])
-    # At equal start: events before records, and among events the innermost (shortest) last.
-    srt = np.lexsort((neg_end, is_rec, start, group))
-    pos = np.where(is_rec[srt], -1, np.arange(len(srt)))
-    last = np.maximum.accumulate(pos)
-    at = np.flatnonzero(is_rec[srt])
-    prev = last[at]
-    ok = (prev >= 0) & (group[srt[np.maximum(prev, 0)]] == group[srt[at]])
-    rec_idx = srt[at] - len(host)                         # record index in `order`
-    cand = np.where(ok, host[np.minimum(srt[np.maximum(prev, 0)], len(host) - 1)], NO_ROW)
-    out[rec_idx] = _hop_to_op(trace, cand, m["ts"][order][rec_idx])
+    ev_group, rec_group = group[:len(host)], group[len(host):]
+    start = ev["ts"][host]
+    rec_ts = m["ts"][order]
+    # The events of each thread by (start, innermost last); records are never sorted in
+    # with them: each one takes the last event of its thread starting at or before it
+    # (an event starting with it comes before it), found by one binary search per thread.
+    srt = nesting_order(ev_group, start, -(start + np.maximum(ev["dur"][host], 0)))
+    g_sorted, s_sorted = ev_group[srt], start[srt]
+    bounds = np.searchsorted(g_sorted, np.arange(int(group.max()) + 2))  # thread g: [bounds[g], bounds[g + 1])
+    by_thread = np.argsort(rec_group, kind="stable")
+    rec_bounds = np.searchsorted(rec_group[by_thread], np.arange(int(group.max()) + 2))
+    prev = np.full(n_rec, -1, dtype=np.int64)
+    for g in np.flatnonzero(np.diff(rec_bounds)).tolist():  # a loop over threads, not events
+        lo, hi = int(bounds[g]), int(bounds[g + 1])
+        recs = by_thread[rec_bounds[g]:rec_bounds[g + 1]]
+        at = lo + np.searchsorted(s_sorted[lo:hi], rec_ts[recs], side="right") - 1
+        prev[recs] = np.where(at >= lo, at, -1)
+    cand = np.where(prev >= 0, host[srt[np.maximum(prev, 0)]], NO_ROW)
+    out[:] = _hop_to_op(trace, cand, rec_ts)
     return out
 
 

@@ -22,7 +22,7 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     start = np.ascontiguousarray(start, dtype=np.int64)
     end = np.ascontiguousarray(end, dtype=np.int64)
     n = len(group)
-    order = _nesting_order(group, start, -end)
+    order = nesting_order(group, start, -end)
     sorted_parent = np.empty(n, dtype=np.int64)
     _native.nest_parents(group[order], start[order], end[order], sorted_parent)
     out = np.full(n, -1, dtype=np.int64)
@@ -31,7 +31,7 @@ def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray
     return out
 
 
-def _nesting_order(group: np.ndarray, start: np.ndarray, neg_end: np.ndarray) -> np.ndarray:
+def nesting_order(group: np.ndarray, start: np.ndarray, neg_end: np.ndarray) -> np.ndarray:
     """``np.lexsort((neg_end, start, group))``, cheaply when it can be.
 
     Events usually come in time order already (a trace's events table is sorted by start,

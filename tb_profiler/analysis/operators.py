@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tb_profiler.analysis.gpu import uses_tensor_cores as kernel_uses_tensor_cores
 from tb_profiler.analysis.keys import factorize
@@ -101,12 +102,14 @@ def _fold_duplicates(trace, node: np.ndarray, parent0: np.ndarray, runtime_is_ch
     merged = (is_op & node & (parent0 >= 0) & is_op[p] & (ev["name"] == ev["name"][p])
               & (n_children[p] == 1))
     owner = np.arange(n, dtype=np.int64)
-    owner[merged] = parent0[merged]
-    while True:  # chains x > x > x: pointer jumping, a few rounds at most
-        nxt = owner[owner]
-        if np.array_equal(nxt, owner):
+    folded = np.flatnonzero(merged)
+    owner[folded] = parent0[folded]
+    while True:  # chains x > x > x: pointer jumping (only folded rows move), a few rounds at most
+        cur = owner[folded]
+        nxt = owner[cur]
+        if np.array_equal(nxt, cur):
             return merged, owner
-        owner = nxt
+        owner[folded] = nxt
 
 
 def _subtree_summer(parent: np.ndarray, rows: np.ndarray):
@@ -205,7 +208,8 @@ def input_shapes(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key per row, text per key): each row's input shapes, ``"[[2, 3], []]"``, equal
     shapes written differently in the file sharing one key; one parse per distinct text."""
     ids = trace.events["input_dims"][rows]
-    uniq, inv = np.unique(ids, return_inverse=True)
+    # the distinct ids by hashing (their order does not matter: keys follow the sorted texts)
+    inv, uniq = pd.factorize(np.asarray(ids), sort=False)
     texts = np.array([_shape_text(trace.str(int(i))) for i in uniq.tolist()], dtype=object)
     text_keys, key_of_uniq = np.unique(texts.astype(str), return_inverse=True)
     return key_of_uniq.reshape(-1)[inv.reshape(-1)], text_keys.astype(object)

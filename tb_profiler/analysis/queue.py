@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.links import launch
-from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.memo import per_trace, per_trace_result
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
@@ -53,6 +53,7 @@ def queue_series(trace) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+@per_trace_result
 def queue_length(trace, *, full_at: int = DEFAULT_FULL_AT) -> dict:
     """Per stream: operations queued, the longest and the time-weighted mean queue, the
     time it was at least ``full_at`` long, and the launch calls that started while it was

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import parents
+from tb_profiler.analysis.shared import threads
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import Role
@@ -46,9 +46,8 @@ def track_nesting(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     end = ts + np.maximum(ev["dur"], 0)
     if not len(ev):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    group, first = factorize(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
-    group = np.asarray(group, dtype=np.int64).reshape(-1)
-    return group, np.asarray(first, dtype=np.int64).reshape(-1), parents(group, ts, end)
+    group, first = threads(trace)  # shared with the host call nesting (links.host_parent)
+    return group, first, parents(group, ts, end)
 
 
 def range_stats(trace, start_ns: int, end_ns: int) -> dict:

@@ -437,7 +437,9 @@ def idle_gaps(trace):
     # edge, keep the pieces that are neither busy nor outside a step, join neighbours.
     cuts = unique_ints(np.concatenate([lo, hi, ms, me]))
     seg_s, seg_e = cuts[:-1], cuts[1:]
-    mid_busy = covered_in(ms, me, seg_s, seg_e) > 0
+    # No busy edge lies inside a piece: a piece is busy where its start is.
+    busy = np.searchsorted(ms, seg_s, side="right") - 1
+    mid_busy = (busy >= 0) & (seg_s < me[np.maximum(busy, 0)])
     idx = np.searchsorted(lo, seg_s, side="right") - 1
     in_step = (idx >= 0) & (seg_e <= hi[np.maximum(idx, 0)])
     free = ~mid_busy & in_step

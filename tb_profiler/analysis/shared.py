@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
@@ -59,6 +60,18 @@ def durations(trace) -> np.ndarray:
     return frozen(np.where(dur == MISSING_INT, 0, dur))
 
 
+# -- threads ------------------------------------------------------------------------------------
+
+@per_trace
+def threads(trace) -> tuple[np.ndarray, np.ndarray]:
+    """``keys.factorize(pid, tid, pid_str, tid_str)`` over all events: (each event's thread
+    (track) code, the first event of each thread). The host call nesting and the trace
+    view's tracks group by it."""
+    ev = trace.events
+    code, first = factorize(ev["pid"], ev["tid"], ev["pid_str"], ev["tid_str"])
+    return frozen(np.asarray(code, dtype=np.int64).reshape(-1)), frozen(np.asarray(first, dtype=np.int64).reshape(-1))
+
+
 # -- the name column ---------------------------------------------------------------------------
 
 @per_trace
@@ -94,5 +107,5 @@ def name_mask(trace, predicate: Callable[[np.ndarray], np.ndarray]) -> np.ndarra
     return lut[safe]
 
 
-__all__ = ["compute", "device_work", "durations", "frozen", "name_index", "name_map", "name_mask",
+__all__ = ["compute", "device_work", "durations", "frozen", "name_index", "name_map", "name_mask", "threads",
            "valid_times"]
