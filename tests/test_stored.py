@@ -113,3 +113,44 @@ def test_without_a_cache_nothing_is_written(tmp_path):
     CALLS.clear()
     ends(t)
     assert len(CALLS) == 1
+
+
+def test_a_costly_route_is_answered_from_the_cache_by_a_new_server(tmp_path, monkeypatch):
+    """The plugin keeps the JSON of a single-trace route that took STORE_AFTER_S or more
+    beside the trace's entry; a server started later answers from it without computing."""
+    from werkzeug.test import Client
+
+    from tb_profiler.plugin import app as app_mod
+    from tb_profiler.plugin import views
+    from tb_profiler.plugin.app import ProfilerApp
+    from tb_profiler.plugin.state import ProfilerState
+
+    run = tmp_path / "log" / "run"
+    run.mkdir(parents=True)
+    (run / "worker0.1.pt.trace.json").write_bytes(read_bytes(V100X4))
+    monkeypatch.setattr(app_mod, "STORE_AFTER_S", 0.0)  # every route counts as costly here
+    url = "/data/plugin/pytorch_profiler/overview?run=run&worker=worker0&span=1"
+
+    def serve():
+        state = ProfilerState(str(tmp_path / "log"), reload_s=0.2, cache_dir=str(tmp_path / "c"))
+        app = ProfilerApp(state, standalone=True)
+        state.start()
+        client = Client(app)
+        for _ in range(200):
+            r = client.get(url)
+            if r.status_code == 200:
+                return app, r.get_data()
+            __import__("time").sleep(0.1)
+        raise AssertionError(r.status_code)
+
+    app, first = serve()
+    app.state.stop()
+    app.close()
+    _wait_parts()
+    monkeypatch.setattr(views, "overview", lambda *a, **k: (_ for _ in ()).throw(AssertionError("computed")))
+    app, again = serve()
+    try:
+        assert again == first
+    finally:
+        app.state.stop()
+        app.close()

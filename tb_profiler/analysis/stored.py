@@ -10,15 +10,20 @@ keyed like the trace's plus the part's name and version: same checks, same evict
 computes it and writes that entry in a thread.
 
 A stored result is a dict of arrays plus JSON-able meta; the decorated function's
-``dump``/``load`` convert.  A part's ``version`` must change when its content does.
+``dump``/``load`` convert.  A part's key holds ``code_version()`` (a digest of the
+package's source), so results of an older tb_profiler are never served by a newer one.
+``read_bytes``/``write_bytes_later`` keep opaque bytes the same way (the plugin keeps
+the JSON of its costly single-trace routes there).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import logging
 import os
 import threading
+from pathlib import Path
 from typing import Callable, TypeVar
 
 import numpy as np
@@ -32,6 +37,17 @@ Dump = Callable[[T], "tuple[dict[str, np.ndarray], dict]"]
 Load = Callable[["dict[str, np.ndarray]", dict], "T | None"]
 
 
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A digest of tb_profiler's Python source: part of every stored part's key."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def part_entry(trace, part: str) -> "tuple[str, _cache.CacheKey] | None":
     """(entry file, key) of a part derived from this trace; None when it has no cache."""
     ref = getattr(trace, "cache_ref", None)
@@ -39,6 +55,7 @@ def part_entry(trace, part: str) -> "tuple[str, _cache.CacheKey] | None":
         return None
     entry_file, key = ref
     folder = os.path.dirname(entry_file)
+    part = f"{part}/{code_version()}"
     return (_cache.entry_path(f"{key.source}#{part}", folder), dataclasses.replace(key, part=part))
 
 
@@ -76,6 +93,23 @@ def _read(trace, part: str, load: Load):
         return load(entry.arrays, entry.meta)
     except (KeyError, ValueError, TypeError, _cache.DamagedEntry):
         return None  # a part that does not fit this trace: compute it again
+
+
+def read_bytes(trace, part: str) -> bytes | None:
+    """Bytes kept for this trace under part (write_bytes_later), or None."""
+    where = part_entry(trace, part)
+    entry = _cache.read_entry(*where) if where is not None else None
+    if entry is None:
+        return None
+    try:
+        return entry.arrays["bytes"].tobytes()
+    except (KeyError, _cache.DamagedEntry):
+        return None
+
+
+def write_bytes_later(trace, part: str, data: bytes) -> None:
+    """Keep data for this trace under part (written by a thread; nothing without a cache)."""
+    _write_later(trace, part, lambda d: ({"bytes": np.frombuffer(d, np.uint8)}, {}), data)
 
 
 def _write_later(trace, part: str, dump: Dump, value) -> None:

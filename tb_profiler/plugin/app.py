@@ -12,10 +12,12 @@ Content-Security-Policy.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 import re
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +26,7 @@ from typing import Any, Callable
 
 from werkzeug.wrappers import Request, Response
 
+from tb_profiler.analysis import stored
 from tb_profiler.io.discovery import natural_key
 from tb_profiler.plugin import ROUTE_PREFIX, static, views
 from tb_profiler.plugin.state import FAILED, LOADED, S_FAILED, FileEntry, LoadFailed, ProfilerState
@@ -38,6 +41,7 @@ SECURITY_HEADERS = (("Content-Security-Policy", CSP), ("X-Content-Type-Options",
 
 LOAD_WAIT_S = 5.0        # how long a request waits for a trace before answering 202
 COMPUTE_WAIT_S = 60.0    # ... and for an analysis
+STORE_AFTER_S = 0.5      # a single-trace route's JSON that took this long is kept with the trace's cache
 RETRY_AFTER_MS = 500
 SUMMARY_RETRY_MS = 1000  # a 202 while a run's summaries are built
 RUNS_KEPT = 4            # cross-rank analyses kept in memory (each shared by the run-level routes)
@@ -295,8 +299,25 @@ class ProfilerApp:
         if cached is not None:
             return self.body(cached, request=request)
         self._await_loaded(entries)
-        body = self._pooled(key, lambda: self._encoded(key, fn([self.state.trace(e) for e in entries])))
+        body = self._pooled(key, lambda: self._computed(key, entries, fn))
         return self.body(body, request=request)
+
+    def _computed(self, key: tuple, entries: list[FileEntry], fn: Callable[[list], Any]) -> bytes:
+        """fn's JSON; for one trace, kept beside its cache entry when it cost STORE_AFTER_S
+        or more, and read from there by a later server (a reopen does not compute it again)."""
+        traces = [self.state.trace(e) for e in entries]
+        part = None
+        if len(traces) == 1:
+            part = "route-" + hashlib.sha256(repr((key[0], key[1], key[3])).encode()).hexdigest()[:24]
+            kept = stored.read_bytes(traces[0], part)
+            if kept is not None:
+                self.responses.put(key, kept)
+                return kept
+        t0 = time.perf_counter()
+        body = self._encoded(key, fn(traces))
+        if part is not None and time.perf_counter() - t0 >= STORE_AFTER_S:
+            stored.write_bytes_later(traces[0], part, body)
+        return body
 
     def compute_run(self, request: Request, entries: list[FileEntry], fn: Callable[[views.RunSummaries], Any],
                     key_extra: tuple = ()) -> Response:
