@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from datafiles import DECODE_CASES as CASES_DIR
 from datafiles import read_bytes, real_traces, rel
+from test_decode_parallel import assert_same_outcome
 
 native = pytest.importorskip("tb_profiler._native")
 
@@ -42,11 +43,7 @@ def _assert_kept_input_decodes_the_same(data: bytes, splits=SPLITS) -> None:
     want = _outcome(data, 1, 1 << 30, keep_input=False)
     for threads, min_part in splits:
         got = _outcome(data, threads, min_part, keep_input=True)
-        if got != want:
-            if got[0] != want[0] or got[0] == "error":
-                raise AssertionError(f"threads={threads} min_part={min_part}: {got[:2]} != {want[:2]}")
-            for i, part in enumerate(("dense", "sparse", "strings", "toplevel", "args"), start=1):
-                assert got[i] == want[i], f"threads={threads} min_part={min_part}: {part} differs"
+        assert_same_outcome(got, want, f"keep_input threads={threads} min_part={min_part}")
 
 
 @pytest.mark.parametrize("path", real_traces(), ids=rel)

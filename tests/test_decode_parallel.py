@@ -35,15 +35,19 @@ def _outcome(data: bytes, threads: int, min_part: int):
             r["strings"], r["toplevel"], bytes(buf[:r["args_blob_len"]]))
 
 
+def assert_same_outcome(got: tuple, want: tuple, label: str) -> None:
+    """Two _outcome()s are equal; else name the first difference, not two huge reprs."""
+    if got != want:
+        if got[0] != want[0] or got[0] == "error":
+            raise AssertionError(f"{label}: {got[:2]} != {want[:2]}")
+        for i, part in enumerate(("dense", "sparse", "strings", "toplevel", "args"), start=1):
+            assert got[i] == want[i], f"{label}: {part} differs"
+
+
 def _assert_same_for_every_split(data: bytes, splits=SPLITS) -> None:
     one = _outcome(data, 1, 1 << 30)
     for threads, min_part in splits:
-        got = _outcome(data, threads, min_part)
-        if got != one:  # name the first difference, not two huge reprs
-            if got[0] != one[0] or got[0] == "error":
-                raise AssertionError(f"threads={threads} min_part={min_part}: {got[:2]} != {one[:2]}")
-            for i, part in enumerate(("dense", "sparse", "strings", "toplevel", "blob"), start=1):
-                assert got[i] == one[i], f"threads={threads} min_part={min_part}: {part} differs"
+        assert_same_outcome(_outcome(data, threads, min_part), one, f"threads={threads} min_part={min_part}")
 
 
 @pytest.mark.parametrize("path", real_traces(), ids=rel)
