@@ -58,74 +58,87 @@ def ref_overlapping(ts, dur, widths, a, b, min_class):
 
 
 def ref_busy(lod, level, row, ts, dur, a, b, p, extra):
-    """Per row the bins of [a, b) touched by class <= level events and by the extra ones,
-    runs of consecutive bins, runs at most a pixel apart merged; counts by start bin."""
+    """Per row: the runs of consecutive bins of [a, b) touched by class <= level events
+    that hold an event overlapping the window (counted in the run of its start bin, the
+    first bin for one starting before), and the bins of the extra events (one each);
+    blocks at most a pixel apart merged."""
     w = lod.width(level)
     widths = lod.widths
     ja = max((a - lod.t0) // w, 0)
     jb = (b - 1 - lod.t0) // w
     touched: dict[int, set] = {}
-    starts: dict[int, list] = {}
-
-    def add(r, lo, hi, start_bin):
-        lo, hi = max(lo, ja), min(hi, jb + 1)
-        if hi > lo:
-            touched.setdefault(r, set()).update(range(lo, hi))
-            if ja <= start_bin <= jb:
-                starts.setdefault(r, []).append(start_bin)
-            return True
-        return False
-
+    counted: dict[int, list] = {}
     for r, t, d in zip(row.tolist(), ts.tolist(), dur.tolist()):
         if t >= lod.t0 and _class(d, widths) <= level:
             rel = t - lod.t0
-            add(r, rel // w, (rel + max(d, 1) - 1) // w + 1, rel // w)
+            lo, hi = max(rel // w, ja), min((rel + max(d, 1) - 1) // w + 1, jb + 1)
+            if hi > lo:
+                touched.setdefault(r, set()).update(range(lo, hi))
+            e = t + max(d, 0)
+            if t < b and (e > a or (e == a and t == a)):
+                counted.setdefault(r, []).append(lo)
+    pieces: dict[int, list] = {}  # row -> [(lo, hi, count)]
+    for r, bins in touched.items():
+        bins = sorted(bins)
+        runs = [[bins[0], bins[0] + 1]]
+        for j in bins[1:]:
+            if j == runs[-1][1]:
+                runs[-1][1] = j + 1
+            else:
+                runs.append([j, j + 1])
+        for lo, hi in runs:
+            n = sum(1 for s in counted.get(r, []) if lo <= s < hi)
+            if n:
+                pieces.setdefault(r, []).append((lo, hi, n))
     for r, t, e in extra:
         rel, rel_end = t - lod.t0, max(e - lod.t0, t - lod.t0 + 1)
-        lo = max(rel // w, ja)
-        add(r, rel // w, (rel_end - 1) // w + 1, lo)
+        lo, hi = max(rel // w, ja), min((rel_end - 1) // w + 1, jb + 1)
+        if hi > lo:
+            pieces.setdefault(r, []).append((lo, hi, 1))
     out = []
     gap = int(p // w)
-    for r in sorted(touched):
-        bins = sorted(touched[r])
-        blocks = [[bins[0], bins[0] + 1]]
-        for j in bins[1:]:
-            if j - blocks[-1][1] <= gap:
-                blocks[-1][1] = j + 1
+    for r in sorted(pieces):
+        blocks = []
+        for lo, hi, n in sorted(pieces[r]):
+            if blocks and lo - blocks[-1][1] <= gap:
+                blocks[-1][1] = max(blocks[-1][1], hi)
+                blocks[-1][2] += n
             else:
-                blocks.append([j, j + 1])
-        for lo, hi in blocks:
-            n = sum(1 for s in starts.get(r, []) if lo <= s < hi)
-            out.append((r, lod.t0 + lo * w, lod.t0 + hi * w, n))
+                blocks.append([lo, hi, n])
+        out += [(r, lod.t0 + lo * w, lod.t0 + hi * w, n) for lo, hi, n in blocks]
     return out
 
 
-def windows(span):
+def windows(span, data=None):
     yield T0, T0 + span + 1                       # the whole trace
     yield T0 - 1000, T0 + span // 3               # starting before the trace
     yield T0 + span // 3, T0 + span // 3 + 1      # one ns
     yield T0 + span // 5, T0 + 4 * span // 5
     yield T0 + span // 2, T0 + 3 * span          # ending after it
+    for _ in range(4 if data is not None else 0):  # anywhere, any length
+        a = data.draw(st.integers(-span // 10, span), label="start")
+        yield T0 + a, T0 + a + data.draw(st.integers(1, span), label="length")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(event_sets(), st.sampled_from([2, 4]), st.sampled_from([10, 1000]))
-def test_overlapping_events_equal_a_full_scan(events, factor, base):
+@given(event_sets(), st.sampled_from([2, 4]), st.sampled_from([10, 1000]), st.data())
+def test_overlapping_events_equal_a_full_scan(events, factor, base, data):
     track, depth, ts, dur, depths, span = events
     lod = lod_mod.build(track, depth, ts, dur, T0, depths, base=base, factor=factor)
-    for a, b in windows(span):
+    for a, b in windows(span, data):
         for min_class in range(lod.levels + 2):
             got = lod.overlapping(ts, dur, a, b, min_class).tolist()
             assert got == ref_overlapping(ts, dur, lod.widths, a, b, min_class), (a - T0, b - T0, min_class)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(event_sets(), st.sampled_from([2, 4, 8]), st.sampled_from([10, 1000]), st.sampled_from([7, 40, 150]))
-def test_busy_blocks_are_the_bins_the_short_events_touch(events, factor, base, width):
+@given(event_sets(), st.sampled_from([2, 4, 8]), st.sampled_from([10, 1000]), st.sampled_from([7, 40, 150]),
+       st.data())
+def test_busy_blocks_are_the_bins_the_short_events_touch(events, factor, base, width, data):
     track, depth, ts, dur, depths, span = events
     lod = lod_mod.build(track, depth, ts, dur, T0, depths, base=base, factor=factor)
     row = lod.row_start[track] + depth
-    for a, b in windows(span):
+    for a, b in windows(span, data):
         p = (b - a) / width
         level = lod.level_for(p)
         if level < 0:
@@ -134,7 +147,7 @@ def test_busy_blocks_are_the_bins_the_short_events_touch(events, factor, base, w
         scanned = lod.overlapping(ts, dur, a, b, level + 1)
         narrow = scanned[np.maximum(dur[scanned], 0) < p]
         end = ts + np.maximum(dur, 0)
-        r, s, e, c = lod.busy(level, a, b, p, row[narrow], ts[narrow], end[narrow])
+        r, s, e, c = lod.busy(level, a, b, p, dur, row[narrow], ts[narrow], end[narrow])
         got = list(zip(r.tolist(), s.tolist(), e.tolist(), c.tolist()))
         extra = list(zip(row[narrow].tolist(), ts[narrow].tolist(), end[narrow].tolist()))
         assert got == ref_busy(lod, level, row, ts, dur, a, b, p, extra), (a - T0, b - T0, level)
@@ -239,10 +252,10 @@ def test_window_sends_the_full_scans_events_at_every_zoom(tmp_path, case, width,
         w = tl.window(trace, a, b, width, max_events, 100)
         wide, busy, in_window, truncated = ref_window(trace, a, b, width, max_events)
         assert [e["i"] for e in w["events"]] == wide and w["truncated"] == truncated
-        assert w["counts"]["in_window"] == len(w["events"]) + sum(x["count"] for x in w["busy"])
+        assert w["counts"]["in_window"] == len(w["events"]) + sum(x["count"] for x in w["busy"]) == in_window
         p = w["ns_per_px"]
         if lod.level_for(p) < 0:  # finer than the finest bin: exactly the old blocks
-            assert w["busy"] == busy and w["counts"]["in_window"] == in_window
+            assert w["busy"] == busy
         else:  # every short event's time inside the window lies in a block of its row
             _assert_covers(trace, w, a, b, wide)
 
@@ -253,7 +266,7 @@ def _assert_covers(trace, w, a, b, wide):
     ev = trace.events
     blocks: dict = {}
     for x in w["busy"]:
-        assert x["start_ns"] < x["end_ns"] and x["count"] >= 0
+        assert x["start_ns"] < x["end_ns"] and x["count"] > 0
         blocks.setdefault((x["track"], x["depth"]), []).append((x["start_ns"], x["end_ns"]))
     for v in blocks.values():
         assert all(p[1] < q[0] for p, q in itertools.pairwise(v))  # sorted, disjoint, not touching

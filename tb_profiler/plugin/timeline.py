@@ -188,7 +188,7 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         in_window = len(cand)
     else:
         row = lod.row_start[idx.track[narrow]] + idx.depth[narrow]
-        busy = _level_busy(lod, level, abs_a, abs_b, ns_per_px, row, ts[narrow], idx.end[narrow], t0)
+        busy = _level_busy(lod, level, abs_a, abs_b, ns_per_px, dur, row, ts[narrow], idx.end[narrow], t0)
         in_window = len(events) + sum(x["count"] for x in busy)
     flows, flows_in_window = window_flows(trace, abs_a, abs_b, wide, max_flows)
     return {
@@ -243,12 +243,13 @@ def _pixel_busy(trace, idx: TimelineIndex, narrow: np.ndarray, abs_a: int, ns_pe
                                      b_end.tolist(), b_count.tolist())]
 
 
-def _level_busy(lod: LodIndex, level: int, abs_a: int, abs_b: int, ns_per_px: float, row: np.ndarray,
-                ts: np.ndarray, end: np.ndarray, t0: int) -> list[dict]:
+def _level_busy(lod: LodIndex, level: int, abs_a: int, abs_b: int, ns_per_px: float, dur: np.ndarray,
+                row: np.ndarray, ts: np.ndarray, end: np.ndarray, t0: int) -> list[dict]:
     """The busy blocks of a window at a level of the index: its bins touched by events
     narrower than a pixel (clipped to the window), neighbours less than a pixel apart
-    merged; (row, ts, end): the narrow events the level does not hold."""
-    r, s, e, c = lod.busy(level, abs_a, abs_b, ns_per_px, row, ts, end)
+    merged; dur: the trace's durations; (row, ts, end): the narrow events the level
+    does not hold."""
+    r, s, e, c = lod.busy(level, abs_a, abs_b, ns_per_px, dur, row, ts, end)
     track = np.searchsorted(lod.row_start, r, side="right") - 1
     depth = r - lod.row_start[track]
     return [{"track": int(t), "depth": int(d), "start_ns": int(x) - t0, "end_ns": int(y) - t0, "count": int(n)}

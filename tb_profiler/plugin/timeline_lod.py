@@ -107,12 +107,15 @@ class LodIndex:
         return n.sum(axis=0)
 
     # -- busy blocks --------------------------------------------------------------------------
-    def busy(self, level: int, a: int, b: int, ns_per_px: float, extra_row: np.ndarray, extra_ts: np.ndarray,
-             extra_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def busy(self, level: int, a: int, b: int, ns_per_px: float, dur: np.ndarray, extra_row: np.ndarray,
+             extra_ts: np.ndarray, extra_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The busy blocks of [a, b) at ``level``: (row, start, end, count), absolute ns, sorted
-        by row then start.  The level's runs clipped to the window's bins, and the
-        ``extra`` events (narrower than a pixel but not in the level: class > level) as
-        the bins they touch; blocks of one row less than a pixel apart are merged."""
+        by row then start.  The level's runs clipped to the window's bins (those holding an
+        event that overlaps the window), and the ``extra`` events (narrower than a pixel
+        but not in the level: class > level) as the bins they touch; blocks of one row
+        less than a pixel apart are merged.  count: the events overlapping the window in
+        the block (a run's own count, corrected by the events of its edge bins that start
+        or end outside the window).  dur: the trace's event durations."""
         w = self.width(level)
         ja = max((int(a) - self.t0) // w, 0)
         jb = min((int(b) - 1 - self.t0) // w, (1 << self.bin_shift) - 1)
@@ -136,10 +139,13 @@ class LodIndex:
             cut = np.flatnonzero((lo != lo0) | (hi != hi0))
             if len(cut):
                 n[cut] = self.count_starting(r[cut], level, lo[cut] * w, hi[cut] * w)
-            parts_row.append(r)
-            parts_lo.append(lo)
-            parts_hi.append(hi)
-            parts_n.append(n)
+            at_start, at_end = self._edge_counts(level, a, b, ja, jb, dur)
+            n += np.where(lo == ja, at_start[r], 0) + np.where(hi == jb + 1, at_end[r], 0)
+            keep = n > 0
+            parts_row.append(r[keep])
+            parts_lo.append(lo[keep])
+            parts_hi.append(hi[keep])
+            parts_n.append(n[keep])
         if len(extra_row):
             rel_ts = np.asarray(extra_ts, np.int64) - self.t0
             rel_end = np.maximum(np.asarray(extra_end, np.int64) - self.t0, rel_ts + 1)
@@ -170,6 +176,36 @@ class LodIndex:
         mask = (1 << self.bin_shift) - 1
         return (row[first], self.t0 + lo[first] * w, self.t0 + (reach[last] & mask) * w,
                 np.add.reduceat(n, first))
+
+    def _edge_counts(self, level: int, a: int, b: int, ja: int, jb: int,
+                     dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, what the counts by start bin miss at the window's edges (events of class
+        <= level): + those starting in the bin before ja that end after a, - those
+        starting in bin ja before a that end by a (ja's run), - those starting in bin jb
+        at b or later (jb's run)."""
+        w = self.width(level)
+        rel_a, rel_b = int(a) - self.t0, int(b) - self.t0
+        spans = [((ja - 1) * w, ja * w, 1), (ja * w, rel_a, -1), (rel_b, (jb + 1) * w, -1)]
+        out = [np.zeros(self.rows, np.int64), np.zeros(self.rows, np.int64)]
+        top = 1 << self.ev_shift
+        classes = np.arange(level + 1, dtype=np.int64)
+        g = ((classes[:, None] * self.rows + np.arange(self.rows, dtype=np.int64)[None, :]) << self.ev_shift).ravel()
+        mask = top - 1
+        for k, (lo, hi, sign) in enumerate(spans):
+            lo, hi = min(max(lo, 0), top), min(max(hi, 0), top)
+            if hi <= lo:
+                continue
+            pos = concat_ranges(np.searchsorted(self.ev_key, g + lo, side="left"),
+                                np.searchsorted(self.ev_key, g + hi, side="left"))
+            if not len(pos):
+                continue
+            key = self.ev_key[pos]
+            row = (key >> self.ev_shift) % self.rows
+            if k < 2:  # by its end: after a for the bin before, by a for bin ja's head
+                end = (key & mask) + np.maximum(dur[self.ev_id[pos]], 0)
+                row = row[end > rel_a] if k == 0 else row[end <= rel_a]
+            out[0 if k < 2 else 1] += sign * np.bincount(row, minlength=self.rows)
+        return out[0], out[1]
 
     # -- storage -------------------------------------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
