@@ -202,7 +202,7 @@ def main(argv=None) -> int:
         import bigtrace
 
         seed = args.seed or bigtrace.DEFAULT_SEED
-        paths = [bigtrace.build_trace(seed, args.size)[0]]
+        paths = [bigtrace.build_trace(seed, args.size, gz=False)[0]]  # the JSON only: no .gz needed here
     old = old_module(args.baseline)
     rows = [measure(p, old, args) for p in paths]
     if args.json:
