@@ -373,9 +373,11 @@ def _ref_flows(trace, abs_a, abs_b, wide, max_flows):
     inside = tl._overlaps(ts[src], end[src], abs_a, abs_b) | tl._overlaps(ts[dst], end[dst], abs_a, abs_b)
     sel = np.flatnonzero(inside)
     total = len(sel)
-    if total > max_flows:
+    if total > max_flows:  # only flows with an end drawn, both ends first
         drawn = np.isin(f.src[sel], wide).astype(np.int64) + np.isin(f.dst[sel], wide)
-        sel = np.sort(sel[np.argsort(-drawn, kind="stable")[:max_flows]])
+        order = np.argsort(-drawn, kind="stable")
+        order = order[drawn[order] > 0]
+        sel = np.sort(sel[order[:max_flows]])
     return tl._flow_dicts(trace, f, sel), total
 
 

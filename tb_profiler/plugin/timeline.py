@@ -520,8 +520,9 @@ def flow_index(trace) -> FlowIndex:
 
 
 def window_flows(trace, abs_a: int, abs_b: int, wide: np.ndarray, max_flows: int) -> tuple[list[dict], int]:
-    """The flows with an endpoint event overlapping [abs_a, abs_b) (at most max_flows:
-    those whose both ends are drawn as events first, then by time) and how many there are.
+    """The flows with an endpoint event overlapping [abs_a, abs_b) and how many there are;
+    when there are more than max_flows, at most max_flows of those with an end drawn as
+    an event (``wide``), both ends drawn first.
     Reads the flows starting in the window only as far as it sends them, the flows
     straddling its start through ``flow_index`` and the drawn events' flows by row."""
     f = flow_pairs(trace)
@@ -550,15 +551,10 @@ def window_flows(trace, abs_a: int, abs_b: int, wide: np.ndarray, max_flows: int
                              np.searchsorted(fi.dst_sorted, wide, side="right"))]])
     drawn, times = np.unique(hits, return_counts=True)
     two, one = drawn[times >= 2], drawn[times == 1]
-    if len(two) >= max_flows:
-        sel = two[:max_flows]
-    elif len(two) + len(one) >= max_flows:
-        sel = np.concatenate([two, one[:max_flows - len(two)]])
-    else:
-        need = max_flows - len(drawn)
-        first = np.concatenate([before, np.arange(i_a, min(i_b, i_a + need + len(drawn)), dtype=np.int64)])
-        rest = first[~np.isin(first, drawn)][:need]
-        sel = np.concatenate([drawn, rest])
+    # Only flows with an end drawn as an event: at a zoom with more flows than are sent,
+    # an arrow between two busy blocks shows nothing one could click (and the first
+    # thousands of them, all near the window's start, made most of a whole-trace reply).
+    sel = two[:max_flows] if len(two) >= max_flows else np.concatenate([two, one[:max_flows - len(two)]])
     return _flow_dicts(trace, f, np.sort(sel)), total
 
 
