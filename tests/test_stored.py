@@ -154,3 +154,46 @@ def test_a_costly_route_is_answered_from_the_cache_by_a_new_server(tmp_path, mon
     finally:
         app.state.stop()
         app.close()
+
+
+def test_the_trace_view_index_is_kept_and_read_back(tmp_path):
+    from tb_profiler.plugin import timeline
+
+    p = _trace_file(tmp_path)
+    t = load(p, cache_dir=tmp_path / "c")
+    want = timeline.window(t, None, None, 800, 5000, 100)
+    _wait_parts()
+    for fn in (timeline.timeline_index, timeline.lod_index):
+        assert os.path.exists(stored.part_entry(t, fn.part)[0])
+    again = load(p, cache_dir=tmp_path / "c")
+    calls = []
+    real = timeline.lod_build
+    timeline.lod_build = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        assert timeline.window(again, None, None, 800, 5000, 100) == want
+    finally:
+        timeline.lod_build = real
+    assert calls == []  # read, not built
+
+
+def test_the_server_builds_the_trace_view_index_after_a_load(tmp_path):
+    import time
+
+    from tb_profiler.plugin import timeline
+    from tb_profiler.plugin.state import ProfilerState
+
+    run = tmp_path / "log" / "run"
+    run.mkdir(parents=True)
+    (run / "worker0.1.pt.trace.json").write_bytes(read_bytes(V100X4))
+    state = ProfilerState(str(tmp_path / "log"), reload_s=0.2, cache_dir=str(tmp_path / "c")).start()
+    try:
+        deadline = time.monotonic() + 30
+        while not state.entries() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        trace = state.trace(state.entries()[0])  # loaded; nobody asks for the trace view
+        part = stored.part_entry(trace, timeline.lod_index.part)[0]
+        while not os.path.exists(part) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(part)
+    finally:
+        state.stop()

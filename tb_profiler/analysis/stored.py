@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -69,17 +70,30 @@ def per_trace_stored(name: str, version: int, dump: Dump, load: Load):
         @functools.wraps(fn)
         def wrapper(trace) -> T:
             memo = _CACHE.setdefault(trace, {})
-            if memo_key not in memo:
-                memo[memo_key] = _read(trace, part, load)
-                if memo[memo_key] is None:
-                    memo[memo_key] = fn(trace)
-                    _write_later(trace, part, dump, memo[memo_key])
+            if memo_key in memo:
+                return memo[memo_key]
+            with _lock(trace, memo_key):  # a second caller waits for the first one's result
+                if memo_key not in memo:
+                    value = _read(trace, part, load)
+                    if value is None:
+                        value = fn(trace)
+                        _write_later(trace, part, dump, value)
+                    memo[memo_key] = value
             return memo[memo_key]
 
         wrapper.part = part
         return wrapper
 
     return decorate
+
+
+_LOCKS: "weakref.WeakKeyDictionary[object, dict[str, threading.Lock]]" = weakref.WeakKeyDictionary()
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock(trace, key: str) -> threading.Lock:
+    with _LOCKS_LOCK:
+        return _LOCKS.setdefault(trace, {}).setdefault(key, threading.Lock())
 
 
 def _read(trace, part: str, load: Load):

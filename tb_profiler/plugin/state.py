@@ -113,6 +113,18 @@ def trace_nbytes(trace: Any) -> int:
     return int(total * 1.5) + 4096
 
 
+def _prepare(trace: Any) -> None:
+    """Build what the Trace view needs first (its index), right after a load, so the view
+    opens without waiting for it; it is kept with the trace's cache (analysis.stored), so
+    a later server reads it instead."""
+    from tb_profiler.plugin import timeline
+
+    try:
+        timeline.lod_index(trace)
+    except Exception:  # the view builds it again when asked, and reports what fails then
+        logger.debug("tb_profiler: preparing the trace view index failed", exc_info=True)
+
+
 def _cpus() -> int:
     """The CPUs this process may use: the default number of summary processes."""
     from tb_profiler.summary.pool import available_cpus
@@ -354,6 +366,8 @@ class ProfilerState:
                     self._insert(entry.path, trace)
             entry.loading = entry.running = False
             entry.done.set()
+        if trace is not None:
+            threading.Thread(target=_prepare, args=(trace,), name="tb_profiler-prepare", daemon=True).start()
 
     def _insert(self, path: str, trace: Any) -> None:
         size = trace_nbytes(trace)

@@ -1,9 +1,10 @@
 """The trace view's data: a time window of a trace, per track, bounded for drawing.
 
 The browser never receives a whole trace (DESIGN.md, "The trace view"). Per trace we
-build once (memoized with the trace) an index: each complete event's track (pid, tid),
-nesting depth on that track, and its end; and the level-of-detail index of
-``timeline_lod`` over (track, depth) rows. A request for ``[start, end)`` at ``width``
+build once an index: each complete event's track (pid, tid), nesting depth on that track,
+and its end; and the level-of-detail index of ``timeline_lod`` over (track, depth) rows.
+Both are kept beside the trace's cache entry (analysis.stored): a reopened trace reads
+them instead of building them again (the server builds them right after a load). A request for ``[start, end)`` at ``width``
 pixels returns the events at least one pixel wide as they are (the longest first when
 there are more than ``max_events``) and merges the rest into busy blocks per (track,
 depth), so the answer is bounded by tracks x depth x width whatever the trace size.
@@ -43,6 +44,7 @@ from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.range_stats import track_nesting
 from tb_profiler.analysis.stacks import is_source_frame, trace_frame
+from tb_profiler.analysis.stored import per_trace_stored
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.plugin.timeline_lod import LodIndex
@@ -83,7 +85,15 @@ def wall_origin(trace) -> int:
     return origin(trace) + (int(base) if isinstance(base, (int, float)) else 0)
 
 
-@per_trace
+def _dump_index(idx: TimelineIndex) -> tuple[dict[str, np.ndarray], dict]:
+    return {"track": idx.track, "depth": idx.depth, "end": idx.end}, {"tracks": idx.tracks}
+
+
+def _load_index(arrays, meta: dict) -> TimelineIndex:
+    return TimelineIndex(arrays["track"], arrays["depth"], arrays["end"], list(meta["tracks"]))
+
+
+@per_trace_stored("timeline-index", 1, _dump_index, _load_index)
 def timeline_index(trace) -> TimelineIndex:
     ev = trace.events
     n = len(ev)
@@ -256,7 +266,7 @@ def _level_busy(lod: LodIndex, level: int, abs_a: int, abs_b: int, ns_per_px: fl
             for t, d, x, y, n in zip(track.tolist(), depth.tolist(), s.tolist(), e.tolist(), c.tolist())]
 
 
-@per_trace
+@per_trace_stored("timeline-lod", 1, lambda lod: (lod.arrays(), {}), lambda arrays, meta: lod_from_arrays(arrays))
 def lod_index(trace) -> LodIndex:
     """The trace's level-of-detail index (timeline_lod), built once per trace."""
     idx = timeline_index(trace)
