@@ -177,6 +177,7 @@ def _write_entry(trace: Trace, entry_file: str, key: _cache.CacheKey, background
             if entry is not None:  # serve from the mapped entry: its pages are the OS's to drop
                 trace.adopt(entry.arrays, entry.args_blob)
                 entry.arrays.on_damage = lambda: state.arrays  # what was just written, still here
+                _give_back_freed_memory()
 
     if not background:
         write()
@@ -186,6 +187,25 @@ def _write_entry(trace: Trace, entry_file: str, key: _cache.CacheKey, background
         _writers[entry_file] = thread
     trace._writer = thread
     thread.start()
+
+
+def _give_back_freed_memory() -> None:
+    """Hand the heap's free pages back to the OS (glibc keeps what numpy freed below its
+    mmap threshold, up to 32 MiB an array: after a trace moves onto its entry, that is
+    most of its old columns)."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
 
 
 def _run_writer(entry_file: str, write) -> None:
