@@ -270,8 +270,11 @@ def test_timeline_window_is_bounded(server):
     assert whole["window"]["start_ns"] == 0 and whole["span"]["end_ns"] > 0
     assert len(whole["events"]) == 100 and whole["truncated"]
     assert {t["kind"] for t in whole["tracks"]} >= {"host", "device"}
-    assert whole["counts"]["in_window"] == len(whole["events"]) + sum(b["count"] for b in whole["busy"])
-    assert len(whole["busy"]) < whole["counts"]["in_window"]
+    busy = whole["busy"]  # columns: one list per field
+    assert sorted(busy) == ["count", "depth", "end_ns", "start_ns", "track"]
+    assert len({len(col) for col in busy.values()}) == 1 and len(busy["count"]) == whole["counts"]["busy"]
+    assert whole["counts"]["in_window"] == len(whole["events"]) + sum(busy["count"])
+    assert len(busy["count"]) < whole["counts"]["in_window"]
     ev = whole["events"][0]
     detail = server.get(f"trace/event?run=resnet50_v100&i={ev['i']}")
     assert detail["event"]["name"] == ev["name"] and isinstance(detail["args"], dict)

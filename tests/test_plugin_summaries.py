@@ -410,7 +410,7 @@ def test_trace_ranks_aligns_a_shifted_clock_and_is_bounded(sample_logdir, tmp_pa
     assert [t["id"] for t in doc["tracks"]] == list(range(len(doc["tracks"])))
     assert all(t["process"].startswith(t["worker"] + ": ") for t in doc["tracks"])
     assert len(doc["events"]) <= 100 and len(doc["flows"]) <= 10
-    assert doc["counts"]["in_window"] == doc["counts"]["events"] + sum(b["count"] for b in doc["busy"])
+    assert doc["counts"]["in_window"] == doc["counts"]["events"] + sum(doc["busy"]["count"])
 
     def first_step(worker):
         tracks = {t["id"] for t in doc["tracks"] if t["worker"] == worker}

@@ -566,14 +566,14 @@ class ProfilerApp:
         return self.one(request, views.tree, step)
 
     def r_trace(self, request: Request) -> Response:
-        from tb_profiler.plugin.timeline import window
+        from tb_profiler.plugin.timeline import on_the_wire, window
 
         p = Params(request.args)
         a, b = self._window(p)
         width = p.integer("width", 1500, 100, 10000)
         max_events = p.integer("max_events", 20000, 100, 100000)
         max_flows = p.integer("max_flows", 2000, 0, 20000)
-        return self.one(request, window, a, b, width, max_events, max_flows)
+        return self.one(request, lambda t: on_the_wire(window(t, a, b, width, max_events, max_flows)))
 
     def r_trace_event(self, request: Request) -> Response:
         from tb_profiler.plugin.timeline import event_detail
@@ -719,6 +719,8 @@ class ProfilerApp:
         """Several ranks' timelines in one window, on one clock: the summaries give each
         rank's clock correction (and, by default, the slowest ranks); only the ranks shown
         are loaded (through the LRU)."""
+        from tb_profiler.plugin.timeline import on_the_wire
+
         p = Params(request.args)
         entries = self._span_files(p)
         named = self._named_workers(p, entries)
@@ -738,8 +740,8 @@ class ProfilerApp:
         if failed:
             raise ApiError(404, failed[0].error or f"{failed[0].rel}: could not be read")
         span_files = tuple(e.key for e in entries)  # the clocks come from every rank of the span
-        return self.compute(request, chosen, lambda traces: views.trace_ranks(
-            traces, workers, clock, a, b, width, max_events, max_flows), key_extra=(tuple(workers), span_files))
+        return self.compute(request, chosen, lambda traces: on_the_wire(views.trace_ranks(
+            traces, workers, clock, a, b, width, max_events, max_flows)), key_extra=(tuple(workers), span_files))
 
     # -- diff ------------------------------------------------------------------------------------
     def _diff_sides(self, request: Request) -> tuple[list[FileEntry], list[FileEntry]]:

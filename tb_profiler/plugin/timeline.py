@@ -294,6 +294,17 @@ def use_lod_arrays(trace, arrays: dict[str, np.ndarray]) -> bool:
     return True
 
 
+BUSY_FIELDS = ("track", "depth", "start_ns", "end_ns", "count")
+
+
+def on_the_wire(reply: dict) -> dict:
+    """A window (window, merged_window) as the HTTP routes send it: the busy blocks as
+    columns, one list per field of BUSY_FIELDS (thousands of blocks repeating the same five
+    keys were most of a whole-trace reply)."""
+    rows = reply["busy"]
+    return {**reply, "busy": {f: [b[f] for b in rows] for f in BUSY_FIELDS}}
+
+
 def merged_window(ranks: list[tuple[str, Any, int]], start_ns: int | None, end_ns: int | None, width: int,
                   max_events: int, max_flows: int) -> dict:
     """One window over several ranks' traces, each rank's clock put on one axis: ranks is

@@ -7,6 +7,7 @@ import { useEffect, useRef, useState } from "react";
 import { getJson, type Params } from "../../api/client";
 import type { LoadingReply, TimelineReply } from "../../api/types";
 import { setState } from "../../state/store";
+import { fromWire, type WireReply } from "./wire";
 import type { Range, Viewport } from "../../timeline/coords";
 
 function parseNs(s: string | undefined): number | null {
@@ -61,7 +62,8 @@ export function useTimelineWindow<T extends TimelineReply>(route: string, params
     const ctrl = new AbortController();
     const timer = setTimeout(() => {
       setLoading(true);
-      getJson<T>(route, { ...params, start_ns: reqStart ?? undefined, end_ns: reqEnd ?? undefined, width: reqWidth }, ctrl.signal, (p) => setProgress(p))
+      getJson<WireReply<T>>(route, { ...params, start_ns: reqStart ?? undefined, end_ns: reqEnd ?? undefined, width: reqWidth }, ctrl.signal, (p) => setProgress(p))
+        .then(fromWire)
         .then((r) => {
           setProgress(null);
           setError(null);
