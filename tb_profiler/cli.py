@@ -21,6 +21,10 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_REGRESSION = 0, 1, 2, 3
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    # Everything printed goes through _Escaped: names and paths come from traces and file
+    # names, and must never move the cursor, recolor, retitle or reorder the terminal.
+    sys.stdout, sys.stderr = _Escaped(out), _Escaped(err)
     try:
         return args.func(args)
     except BrokenPipeError:  # `tb-profiler info x | head`
@@ -30,6 +34,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:  # an analysis over a huge trace: say so, no traceback
         _error("out of memory")
         return EXIT_BAD_INPUT
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+class _Escaped:
+    """A text stream that writes control, format and separator characters (but newlines
+    and tabs) as escapes (_printable): for output that holds untrusted text."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write("\n".join("\t".join(_printable(p) for p in line.split("\t"))
+                                     for line in text.split("\n")))
+        return len(text)
+
+    def __getattr__(self, name: str):  # flush, fileno, encoding, isatty, buffer ...
+        return getattr(self._stream, name)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -195,13 +217,14 @@ def _expand_paths(paths: Sequence[str]) -> tuple[list[str], bool]:
     import fsspec
 
     from tb_profiler.io.discovery import discover
+    from tb_profiler.io.read import LINK_LOOP, is_link_loop
 
     files: list[str] = []
     failed = False
     for path in paths:
         fs, _, (target,) = fsspec.get_fs_token_paths(path)
         if not fs.exists(target):
-            _error(f"{path}: no such file or folder")
+            _error(f"{path}: {LINK_LOOP if is_link_loop(path) else 'no such file or folder'}")
             failed = True
         elif not fs.isdir(target):
             files.append(path)
@@ -812,8 +835,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 # -- output helpers -------------------------------------------------------------------
 def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"

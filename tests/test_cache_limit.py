@@ -311,7 +311,7 @@ def test_cli_info_shows_cap_total_orphans_and_stale_temp_files(monkeypatch, tmp_
     assert doc["orphans"]["entries"] == 1 and doc["summaries"]["entries"] == 1
     assert main(["cache", "info", "--cache-dir", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "cap              1.0 MB  ($TB_PROFILER_CACHE_MAX=1M)" in out and "stale temp files      1" in out
+    assert "cap              1.0 MiB  ($TB_PROFILER_CACHE_MAX=1M)" in out and "stale temp files      1" in out
 
 
 def test_cli_clear_also_removes_stale_temp_files(tmp_path, capsys):

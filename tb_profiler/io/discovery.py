@@ -39,7 +39,7 @@ import re
 import stat as _stat
 from dataclasses import dataclass, field
 
-from tb_profiler.io.read import INFLATE_ERRORS, is_url, read_head
+from tb_profiler.io.read import INFLATE_ERRORS, LINK_LOOP, is_link_loop, is_url, read_head
 
 __all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "Sniff", "SpanFile",
            "classify_head", "discover", "natural_key", "parse_trace_name", "sniff", "worker_name"]
@@ -156,7 +156,7 @@ def classify_head(head: bytes) -> Sniff:
     return Sniff(False, f"not JSON: it starts with {bytes(text[:16])!r}")
 
 
-# Reasons, worded for the user.
+# Reasons, worded for the user (LINK_LOOP comes from io.read: loading says the same).
 EMPTY = "empty file (0 bytes): the profiler probably crashed or was killed while writing it"
 UNREADABLE = "permission denied: this process cannot read the file"
 NOT_REGULAR = "not a regular file"
@@ -297,7 +297,7 @@ def _walk_local(logdir: str, c: _Collector) -> None:
                     target = os.path.realpath(entry.path)
                     if not os.path.exists(target):
                         if candidate:
-                            c.skip(entry.path, BROKEN_LINK)
+                            c.skip(entry.path, LINK_LOOP if is_link_loop(entry.path) else BROKEN_LINK)
                         continue
                     if not _inside(target, root):
                         if candidate or os.path.isdir(target):

@@ -38,8 +38,8 @@ except ImportError:  # pragma: no cover - isal is an optional speed-up
     pass
 inflater = INFLATERS.get("isal", zlib)
 
-__all__ = ["INFLATE_ERRORS", "MAX_BYTES_ENV", "NotARegularFile", "is_url", "map_plain_trace", "max_trace_bytes",
-           "open_regular",
+__all__ = ["INFLATE_ERRORS", "LINK_LOOP", "MAX_BYTES_ENV", "NotARegularFile", "is_link_loop", "is_url",
+           "map_plain_trace", "max_trace_bytes", "open_regular",
            "read_head", "read_trace_bytes", "source_id", "stat_key"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -51,6 +51,21 @@ _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[list(b" \t\r\n")] = True
 MAX_BYTES_ENV = "TB_PROFILER_MAX_TRACE_BYTES"
 _MEMORY_FRACTION = 2  # default limit: 1/2 of the available memory (decoding needs about as much again)
+
+
+# What a symbolic link that leads back to itself is called, wherever one is met (discovery,
+# loading, the CLI): the OS says "too many levels of symbolic links".
+LINK_LOOP = "symbolic link loop: the link leads (through other links) back to itself"
+
+
+def is_link_loop(path: str | os.PathLike) -> bool:
+    """Whether following the symbolic links of a local path loops (ELOOP), rather than
+    ending nowhere (a broken link) or somewhere."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno == errno.ELOOP
+    return False
 
 
 class NotARegularFile(OSError):
@@ -177,7 +192,7 @@ def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = Non
     except NotARegularFile as e:
         raise TraceFormatError(source, str(e)) from None
     except OSError as e:
-        raise TraceFormatError(source, f"cannot read: {e.strerror or e}") from None
+        raise TraceFormatError(source, LINK_LOOP if e.errno == errno.ELOOP else f"cannot read: {e.strerror or e}") from None
     except (ImportError, ValueError) as e:  # e.g. an fsspec protocol whose package is missing
         raise TraceFormatError(source, f"cannot read: {type(e).__name__}: {e}") from None
     if len(raw) == 0:

@@ -113,6 +113,13 @@ def trace_nbytes(trace: Any) -> int:
     return int(total * 1.5) + 4096
 
 
+def _scan_problem(exc: BaseException, logdir: str, reload_s: float) -> str:
+    """Why the logdir could not be scanned, for the page (which never sees its path)."""
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return f"the log directory does not exist (or is not a folder); it is looked at again every {reload_s:g} s"
+    return f"the log directory cannot be read: {type(exc).__name__}: {exc}".replace(logdir, "the log directory")
+
+
 def _prepare(trace: Any) -> None:
     """Build what the Trace view needs first (its index), right after a load, so the view
     opens without waiting for it; it is kept with the trace's cache (analysis.stored), so
@@ -255,7 +262,7 @@ class ProfilerState:
             found = discover(self.logdir)
         except Exception as exc:  # a vanished logdir, a flaky remote filesystem, ...
             with self._lock:
-                self._scan_error = f"{type(exc).__name__}: {exc}".replace(self.logdir, "<logdir>")
+                self._scan_error = _scan_problem(exc, self.logdir, self.reload_s)
                 self._scanned_at = time.time()
             self._scanned.set()
             return
