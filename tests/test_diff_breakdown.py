@@ -129,11 +129,12 @@ def test_v100_dataloader_workers_lead_the_diff():
     assert dl["delta_pct"] == pytest.approx(-22.73, abs=0.01)      # of A's 154.9 ms step
     assert abs(dl["time_ns_delta"]) > 2 * t["time_ns_delta"].iloc[1:].abs().max()
     assert _abs_sorted(t["time_ns_delta"])
-    # the breakdown's averages, one definition
+    # the breakdown's averages, one definition (its average row holds each part's mean
+    # rounded down or up so that the parts add up to the rounded total: within 1 ns)
     for side, run in (("a", a), ("b", b)):
         avg = bd.average(run.trace())
         for c in bd.CATEGORIES:
-            assert t.set_index("category").loc[c, f"time_ns_{side}"] == pytest.approx(avg[c], abs=0.5)
+            assert abs(t.set_index("category").loc[c, f"time_ns_{side}"] - avg[c]) < 1
         assert t[f"time_ns_{side}"].sum() == pytest.approx(r["summary"][f"step_time_avg_ns_{side}"], abs=0.5)
 
 

@@ -100,8 +100,9 @@ def breakdown(trace) -> pd.DataFrame:
 
     Columns: step, name, kernel_ns, memcpy_ns, memset_ns, communication_ns, runtime_ns,
     dataloader_ns, cpu_exec_ns, other_ns, total_ns (= the step's duration). The last row
-    is the average over steps (step -1, name "average", rounded to the ns). Empty when
-    the trace has no steps.
+    is the average over steps (step -1, name "average"): its total is the mean step
+    rounded to the ns, and its parts add up exactly to that total (each part's mean
+    rounded down or up, see ``_average_row``). Empty when the trace has no steps.
     """
     return _breakdown(trace).copy()
 
@@ -123,12 +124,33 @@ def _breakdown(trace) -> pd.DataFrame:
     data["other_ns"] = (hi - lo) - prev
     data["total_ns"] = hi - lo
     frame = pd.DataFrame(data)
-    avg = {c: int(np.rint(frame[c].mean())) for c in NS_COLUMNS + ["total_ns"]}
+    avg = _average_row(frame)
     avg.update(step=-1, name="average")
     frame = pd.concat([frame, pd.DataFrame([avg])], ignore_index=True)
     for c in NS_COLUMNS + ["total_ns", "step"]:
         frame[c] = frame[c].astype(np.int64)
     return frame[cols]
+
+
+def _average_row(frame: pd.DataFrame) -> dict[str, int]:
+    """The average step in whole ns, its parts adding up exactly to its total.
+
+    The total is the mean step duration rounded to the nearest ns (half to even). Each
+    part is first its mean rounded down; the ns those floors leave short of the total (at
+    most one per part) go, one each, to the parts with the largest remainders of their
+    exact means (sum % steps), ties to the higher-priority category. So every part is
+    its exact mean rounded down or up, never further off, and the parts sum to the total."""
+    n = len(frame)
+    total = int(np.rint(frame["total_ns"].mean()))
+    sums = [int(frame[c].sum()) for c in NS_COLUMNS]  # Python ints: exact
+    floors = [s // n for s in sums]
+    rems = [s % n for s in sums]
+    short = total - sum(floors)  # in [0, len(NS_COLUMNS)]: the parts' means sum to the mean step
+    for i in sorted(range(len(sums)), key=lambda i: -rems[i])[:max(short, 0)]:
+        floors[i] += 1
+    avg = dict(zip(NS_COLUMNS, floors))
+    avg["total_ns"] = total
+    return avg
 
 
 def breakdown_percent(frame: pd.DataFrame) -> pd.DataFrame:
