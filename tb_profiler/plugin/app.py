@@ -8,21 +8,29 @@ run of several workers, ``distributed/*``) read the files' summaries only, and s
 cross-rank analysis per (run, span, files). Any problem becomes ``{"error": ...}`` with
 400/404 (500 for a bug), never a traceback, and every response carries the
 Content-Security-Policy.
+
+Before any route runs, the Host header must name this server (``HostPolicy``: DNS
+rebinding), and the query may hold only the names the route reads (``ROUTE_PARAMS``): an
+unknown one is a 400, never part of a cache key.
 """
 from __future__ import annotations
 
 import gzip
 import hashlib
+import ipaddress
 import json
 import logging
+import os
 import re
+import socket
+import sys
 import threading
 import time
 import zlib
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from werkzeug.wrappers import Request, Response
 
@@ -49,7 +57,7 @@ MAX_RANKS_SHOWN = 8      # ranks in one trace/ranks window
 DEFAULT_RANKS_SHOWN = 4  # ... when none are named: the slowest ones
 MAX_MATRIX_CELLS = 1_000_000  # distributed/ranks' step_matrix
 MAX_TEXT = 4096          # longest accepted text parameter
-_INT_RE = re.compile(r"^-?\d{1,19}$")
+_INT_RE = re.compile(r"-?[0-9]{1,19}")  # fullmatch: ASCII digits only, no space or newline around
 
 
 class ApiError(Exception):
@@ -69,12 +77,17 @@ class Loading(Exception):
 
 # -- parameters ---------------------------------------------------------------------------
 class Params:
-    """Strict accessors over the query string: bounded text, decimal integers in range."""
+    """Strict accessors over the query string: bounded text, decimal integers in range.
+    ``declared``: the names the route declared (ROUTE_PARAMS); reading another one is a
+    bug of the route (500), so the declarations cannot drift from what the routes read."""
 
-    def __init__(self, args):
+    def __init__(self, args, declared: frozenset[str] | None = None):
         self.args = args
+        self.declared = declared
 
     def text(self, name: str, required: bool = False, max_len: int = MAX_TEXT) -> str | None:
+        if self.declared is not None and name not in self.declared:
+            raise RuntimeError(f"the route reads query parameter {name!r} it does not declare")
         values = self.args.getlist(name)
         if not values:
             if required:
@@ -93,8 +106,7 @@ class Params:
         raw = self.text(name, max_len=24)
         if raw is None or raw == "":
             return default
-        raw = raw.strip()
-        if not _INT_RE.match(raw):
+        if not _INT_RE.fullmatch(raw):
             raise ApiError(400, f"query parameter '{name}' must be a decimal integer, not {raw[:40]!r}")
         value = int(raw)
         if not lo <= value <= hi:
@@ -111,46 +123,236 @@ class Params:
 
 
 # -- encoded-response cache ----------------------------------------------------------------
+ENTRY_OVERHEAD = 256  # bytes an entry costs besides its key's and body's (dict slot, tuple headers)
+
+
+def _key_bytes(key) -> int:
+    """About what a cache key holds in memory: its strings (query values up to MAX_TEXT
+    characters each) counted, not only the bodies."""
+    if isinstance(key, (str, bytes)):
+        return sys.getsizeof(key)
+    if isinstance(key, (tuple, list, frozenset, set)):
+        return sys.getsizeof(key) + sum(_key_bytes(k) for k in key)
+    return sys.getsizeof(key)
+
+
 class ResponseCache:
-    """LRU of encoded JSON bodies, capped by bytes."""
+    """LRU of encoded JSON bodies, capped by bytes: each entry counts its body, its key
+    and ENTRY_OVERHEAD, so many small answers under long keys stay within the cap too."""
 
     def __init__(self, cap_bytes: int):
         self.cap = cap_bytes
-        self._items: "OrderedDict[Any, bytes]" = OrderedDict()
+        self._items: "OrderedDict[Any, tuple[bytes, int]]" = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
     def get(self, key) -> bytes | None:
         with self._lock:
-            body = self._items.get(key)
-            if body is not None:
-                self._items.move_to_end(key)
-            return body
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
 
     def put(self, key, body: bytes) -> None:
-        if len(body) > self.cap // 4:
+        size = len(body) + _key_bytes(key) + ENTRY_OVERHEAD
+        if size > self.cap // 4:
             return
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
-                self._bytes -= len(old)
-            self._items[key] = body
-            self._bytes += len(body)
+                self._bytes -= old[1]
+            self._items[key] = (body, size)
+            self._bytes += size
             while self._bytes > self.cap and self._items:
-                _, dropped = self._items.popitem(last=False)
-                self._bytes -= len(dropped)
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
 
 
 def _encode(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
 
 
+# -- Host header (DNS rebinding) -----------------------------------------------------------
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "*"})
+ALLOW_HOSTS_ENV = "TB_PROFILER_ALLOW_HOSTS"
+_NAME_RE = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
+_PORT_RE = re.compile(r":[0-9]{1,5}")
+
+
+def host_name(value: str | None) -> str | None:
+    """The host name a Host header (or an allow-list entry) names: lower case, without its
+    port, its trailing dot or an IPv6 address's brackets; None when empty or malformed."""
+    if not value or len(value) > 300:
+        return None
+    v = value.lower()
+    if v.startswith("["):
+        end = v.find("]")
+        name, rest = v[1:end], v[end + 1:]
+        if end < 0 or not name:
+            return None
+        try:
+            ipaddress.IPv6Address(name)
+        except ValueError:
+            return None
+    else:
+        name, colon, port = v.partition(":")
+        rest = colon + port
+        if name.endswith("."):
+            name = name[:-1]
+        if not _NAME_RE.fullmatch(name):
+            return None
+    if rest and not _PORT_RE.fullmatch(rest):
+        return None
+    return name
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def _machine_names() -> set[str]:
+    """This machine's own names (what a user on the network types to reach it)."""
+    names = set()
+    for get in (socket.gethostname, socket.getfqdn):
+        try:
+            n = host_name(get())
+        except OSError:
+            n = None
+        if n:
+            names.add(n)
+    return names
+
+
+class HostPolicy:
+    """Which Host headers the app answers (the others: 403). A web page can make its own
+    name resolve to 127.0.0.1 (DNS rebinding) and so reach a server on this machine as the
+    same origin, but its requests still carry its own name as Host: only names the server
+    is known by are answered.
+
+    - always: localhost, 127.0.0.1 (any loopback address), [::1], with any port;
+    - bound to a name or address (``bind``): that one too, and, unless it is a loopback
+      address, the machine's own names (socket.gethostname / getfqdn);
+    - bound to every interface (0.0.0.0, ::, TensorBoard's --bind_all): the machine's
+      names and any IP address literal (a page cannot rebind an address: a browser that
+      sends an address as Host went to that address itself);
+    - ``allow``: more names (a proxy's): ``name``, ``name:port`` (the port is not
+      compared), ``*.example.com`` (every name under it) or ``*`` (every Host: no check);
+      plus $TB_PROFILER_ALLOW_HOSTS, comma-separated.
+    An empty or missing Host is refused."""
+
+    def __init__(self, bind: str | None = None, allow: Iterable[str] = (), *, env: bool = True,
+                 hint: str = "--allow-host or $" + ALLOW_HOSTS_ENV):
+        self.hint = hint
+        self.names = set(LOOPBACK_NAMES)
+        self.suffixes: list[str] = []
+        self.any_ip = self.any_host = False
+        b = (bind or "").strip().lower()
+        b = b[1:-1] if b.startswith("[") and b.endswith("]") else b
+        if bind is not None and b in WILDCARD_BINDS:
+            self.any_ip = True
+            self.names |= _machine_names()
+        elif b and b not in LOOPBACK_NAMES and not (_is_ip(b) and ipaddress.ip_address(b).is_loopback):
+            self.names.add(b.rstrip("."))
+            self.names |= _machine_names()
+        entries = list(allow)
+        if env:
+            entries += os.environ.get(ALLOW_HOSTS_ENV, "").split(",")
+        for entry in entries:
+            entry = entry.strip().lower()
+            if not entry:
+                continue
+            if entry == "*":
+                self.any_host = True
+            elif entry.startswith("*.") or entry.startswith("."):
+                base = host_name(entry[2:] if entry.startswith("*.") else entry[1:])
+                if base is None or _is_ip(base) or ":" in entry:
+                    raise ValueError(f"not a host name pattern: {entry!r}")
+                self.suffixes.append("." + base)
+            else:
+                name = host_name(entry) or host_name(f"[{entry}]")
+                if name is None:
+                    raise ValueError(f"not a host name: {entry!r}")
+                self.names.add(name)
+
+    def allows(self, host: str | None) -> bool:
+        if self.any_host:
+            return True
+        name = host_name(host)
+        if name is None:
+            return False
+        if name in self.names or any(name.endswith(s) for s in self.suffixes):
+            return True
+        if _is_ip(name):
+            return self.any_ip or ipaddress.ip_address(name).is_loopback
+        return False
+
+
+# -- the query parameters each route reads -------------------------------------------------
+_SEL = ("run", "worker", "span")        # the trace a per-trace route reads (_entry)
+_WINDOW = ("start_ns", "end_ns")
+_TIMELINE = (*_WINDOW, "width", "max_events", "max_flows")
+_SPAN_FILES = ("run", "span")            # every worker's file of a span (_span_files)
+ROUTE_PARAMS: dict[str, frozenset[str]] = {route: frozenset(names) for route, names in {
+    "runs": (), "status": (), "skipped": (),
+    "views": ("run",), "workers": ("run", "view"), "spans": ("run", "worker"),
+    "overview": _SEL,
+    "operation": (*_SEL, "group_by", "top"), "operation/table": (*_SEL, "group_by"),
+    "operation/stack": (*_SEL, "group_by", "op_name", "input_shape"),
+    "kernel": (*_SEL, "top"), "kernel/table": (*_SEL, "group_by"), "kernel/tc_pie": _SEL,
+    # memory_metric: the old plugin's unit parameter, accepted and ignored (docs/api.md)
+    "memory": (*_SEL, "device", *_WINDOW, "memory_metric"),
+    "memory_curve": (*_SEL, *_WINDOW, "max_points"),
+    "memory_events": (*_SEL, "device", *_WINDOW, "limit"),
+    "module": _SEL, "tree": (*_SEL, "step"),
+    "trace": (*_SEL, *_TIMELINE), "trace/event": (*_SEL, "i"), "trace/raw": _SEL,
+    "trace/search": (*_SEL, "q", "limit", "offset"),
+    "trace/ranks": (*_SPAN_FILES, "workers", *_TIMELINE),
+    "distributed/gpuinfo": _SPAN_FILES, "distributed/overlap": _SPAN_FILES,
+    "distributed/waittime": _SPAN_FILES, "distributed/commops": _SPAN_FILES,
+    "distributed/ranks": _SPAN_FILES, "distributed/instances": (*_SPAN_FILES, "sort", "limit", "offset"),
+    "distributed/matrix": _SPAN_FILES, "distributed/stragglers": _SPAN_FILES,
+    "diff": (*_SEL, "exp_run", "exp_worker", "exp_span"),
+    "diffnode": (*_SEL, "exp_run", "exp_worker", "exp_span", "path"),
+    "idle": (*_SEL, "kernel_wait_ns"), "launches": _SEL, "steps/outliers": (*_SEL, "factor_pct"),
+    "memcpy": (*_SEL, "bins"), "annotations": _SEL, "queue": (*_SEL, "full_at"),
+    "roofline": _SEL, "critical_path": (*_SEL, "step"),
+    "trace/range_stats": (*_SEL, *_WINDOW),
+}.items()}
+_DECLARED = "tb_profiler.params"  # the environ key holding the route's declared names
+
+
+def _unknown_params(args, declared: frozenset[str]) -> str | None:
+    """The 400 message naming the query's unknown parameters (bounded, escaped), or None."""
+    unknown = sorted({k for k in args.keys() if k not in declared})
+    if not unknown:
+        return None
+    shown = ", ".join(ascii(k[:40]) for k in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+    accepted = ", ".join(sorted(declared)) or "none"
+    return f"unknown query parameter{'s' if len(unknown) > 1 else ''} {shown} (this route reads: {accepted})"
+
+
 class ProfilerApp:
     """WSGI app for the routes under ROUTE_PREFIX (and, standalone, ``/``)."""
 
-    def __init__(self, state: ProfilerState, *, standalone: bool = False):
+    def __init__(self, state: ProfilerState, *, standalone: bool = False, hosts: HostPolicy | None = None):
+        """``hosts``: the Host headers answered (default: this machine's loopback names,
+        and $TB_PROFILER_ALLOW_HOSTS)."""
         self.state = state
         self.standalone = standalone
+        self.hosts = hosts if hosts is not None else HostPolicy()
         self.pool = ThreadPoolExecutor(max_workers=max(2, state.threads), thread_name_prefix="tb_profiler-api")
         self.responses = ResponseCache(max(16 << 20, min(256 << 20, state.memory_bytes // 4)))
         self._inflight: dict[Any, Future] = {}
@@ -179,6 +381,8 @@ class ProfilerApp:
             "trace/range_stats": self.r_range_stats,
         }
 
+        assert set(self.routes) == set(ROUTE_PARAMS), set(self.routes) ^ set(ROUTE_PARAMS)
+
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
@@ -186,6 +390,12 @@ class ProfilerApp:
     def __call__(self, environ, start_response):
         request = Request(environ)
         try:
+            host = environ.get("HTTP_HOST")
+            if not self.hosts.allows(host):
+                shown = ascii(host[:100]) if host else "none"
+                raise ApiError(403, f"this server does not answer to the Host {shown} (a page on another site "
+                                    f"must not read it: DNS rebinding); a proxy's name can be allowed with "
+                                    f"{self.hosts.hint}")
             response = self.dispatch(request)
         except ApiError as exc:
             response = self.error(exc.status, exc.message)
@@ -213,8 +423,18 @@ class ProfilerApp:
         route = path[at + len(ROUTE_PREFIX):]
         handler = self.routes.get(route)
         if handler is not None:
+            declared = ROUTE_PARAMS[route]
+            unknown = _unknown_params(request.args, declared)
+            if unknown is not None:
+                raise ApiError(400, unknown)
+            request.environ[_DECLARED] = declared
             return handler(request)
-        return self.r_static(request, route)
+        return self.r_static(request, route)  # files: the query is not read (nor cached)
+
+    @staticmethod
+    def params(request: Request) -> Params:
+        """The request's query, readable by the names its route declared (ROUTE_PARAMS)."""
+        return Params(request.args, request.environ.get(_DECLARED, frozenset()))
 
     # -- responses ---------------------------------------------------------------------------
     def json(self, data: Any, status: int = 200, request: Request | None = None) -> Response:
@@ -399,7 +619,7 @@ class ProfilerApp:
 
     def one(self, request: Request, fn: Callable[..., Any], *args, **kw) -> Response:
         """fn(trace, *args) on the trace that run/worker/span name."""
-        entry = self._entry(Params(request.args))
+        entry = self._entry(self.params(request))
         return self.compute(request, [entry], lambda traces: fn(traces[0], *args, **kw))
 
     # -- discovery routes ---------------------------------------------------------------------
@@ -416,7 +636,7 @@ class ProfilerApp:
         return self.json({"skipped": self.state.skipped()}, request=request)
 
     def r_views(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         run, entries = self._run(p)
         usable = self._usable(entries)
         if not usable:
@@ -431,7 +651,7 @@ class ProfilerApp:
         return self.compute(request, chosen, lambda traces: views.views(traces, 1))
 
     def r_workers(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         run, entries = self._run(p)
         view = p.text("view", max_len=64)
         if view == "Distributed":
@@ -439,7 +659,7 @@ class ProfilerApp:
         return self.json(self._workers(entries))
 
     def r_spans(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         run, entries = self._run(p)
         worker = p.text("worker")
         usable = self._usable(entries)
@@ -451,36 +671,36 @@ class ProfilerApp:
 
     # -- per-trace routes ---------------------------------------------------------------------
     def r_overview(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         entry = self._entry(p)
         n_workers = len(self._workers(self.state.run_entries(entry.run)))
         return self.compute(request, [entry], lambda t: views.overview(t[0], n_workers), (n_workers,))
 
     def r_operation(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         group_by = p.choice("group_by", tuple(views.OP_GROUPS), "Operation")
         top = p.integer("top", 10, 1, 100)
         return self.one(request, views.operation_pie, group_by, top)
 
     def r_operation_table(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         group_by = p.choice("group_by", tuple(views.OP_GROUPS), "Operation")
         return self.one(request, views.operation_table, group_by)
 
     def r_operation_stack(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         group_by = p.choice("group_by", tuple(views.OP_GROUPS), "Operation")
         op_name = p.text("op_name", required=True)
         input_shape = p.text("input_shape")
         return self.one(request, views.operation_stack, group_by, op_name, input_shape)
 
     def r_kernel(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         top = p.integer("top", 10, 1, 100)
         return self.one(request, views.kernel_pie, top)
 
     def r_kernel_table(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         group_by = p.choice("group_by", tuple(views.KERNEL_GROUPS), "KernelNameAndOp")
         return self.one(request, views.kernel_table, group_by)
 
@@ -497,19 +717,19 @@ class ProfilerApp:
         return a, b
 
     def r_memory(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         device = p.text("device", max_len=64) or None
         a, b = self._window(p)
         return self.one(request, views.memory_stats, device, a, b)
 
     def r_memory_curve(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         a, b = self._window(p)
         max_points = p.integer("max_points", 2000, 10, 20000)
         return self.one(request, views.memory_curve, a, b, max_points)
 
     def r_memory_events(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         device = p.text("device", max_len=64) or None
         a, b = self._window(p)
         limit = p.integer("limit", 10000, 1, 200000)
@@ -517,7 +737,7 @@ class ProfilerApp:
 
     # -- why a step is slow (issue 9) ------------------------------------------------------------
     def r_idle(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         kernel_wait_ns = p.integer("kernel_wait_ns", 30_000, 0, 10_000_000_000)
         return self.one(request, views.idle, kernel_wait_ns)
 
@@ -525,30 +745,30 @@ class ProfilerApp:
         return self.one(request, views.launches)
 
     def r_memcpy(self, request: Request) -> Response:
-        bins = Params(request.args).integer("bins", 200, 1, 2000)
+        bins = self.params(request).integer("bins", 200, 1, 2000)
         return self.one(request, views.memcpy, bins)
 
     def r_queue(self, request: Request) -> Response:
-        full_at = Params(request.args).integer("full_at", 1024, 1, 1 << 20)
+        full_at = self.params(request).integer("full_at", 1024, 1, 1 << 20)
         return self.one(request, views.queue, full_at)
 
     def r_roofline(self, request: Request) -> Response:
         return self.one(request, views.roofline)
 
     def r_critical_path(self, request: Request) -> Response:
-        step = Params(request.args).integer("step", None, -(1 << 62), 1 << 62)
+        step = self.params(request).integer("step", None, -(1 << 62), 1 << 62)
         return self.one(request, views.critical_path, step)
 
     def r_annotations(self, request: Request) -> Response:
         return self.one(request, views.annotations)
 
     def r_step_outliers(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         factor_pct = p.integer("factor_pct", 150, 101, 10_000)
         return self.one(request, views.step_outliers, factor_pct / 100)
 
     def r_range_stats(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         a = p.integer("start_ns", None, -self._NS_MAX, self._NS_MAX)
         b = p.integer("end_ns", None, -self._NS_MAX, self._NS_MAX)
         if a is None or b is None:
@@ -561,14 +781,14 @@ class ProfilerApp:
         return self.one(request, views.module)
 
     def r_tree(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         step = p.integer("step", None, -(1 << 62), 1 << 62)
         return self.one(request, views.tree, step)
 
     def r_trace(self, request: Request) -> Response:
         from tb_profiler.plugin.timeline import on_the_wire, window
 
-        p = Params(request.args)
+        p = self.params(request)
         a, b = self._window(p)
         width = p.integer("width", 1500, 100, 10000)
         max_events = p.integer("max_events", 20000, 100, 100000)
@@ -578,7 +798,7 @@ class ProfilerApp:
     def r_trace_event(self, request: Request) -> Response:
         from tb_profiler.plugin.timeline import event_detail
 
-        p = Params(request.args)
+        p = self.params(request)
         i = p.integer("i", None, 0, 1 << 40)
         if i is None:
             raise ApiError(400, "missing query parameter 'i'")
@@ -597,7 +817,7 @@ class ProfilerApp:
         window it holds; q is plain text, bounded (200 chars) and printable."""
         from tb_profiler.plugin.timeline import search
 
-        p = Params(request.args)
+        p = self.params(request)
         q = p.text("q", required=True, max_len=self.SEARCH_MAX_Q)
         if not q.strip():
             raise ApiError(400, "query parameter 'q' must not be empty")
@@ -608,7 +828,7 @@ class ProfilerApp:
         return self.one(request, search, q, limit, offset)
 
     def r_trace_raw(self, request: Request) -> Response:
-        entry = self._entry(Params(request.args))
+        entry = self._entry(self.params(request))
         name = entry.rel.rsplit("/", 1)[-1]
         gz = name.endswith(".gz")
         if not gz:
@@ -655,7 +875,7 @@ class ProfilerApp:
 
     def _dist(self, request: Request, fn: Callable[[views.RunSummaries], Any]) -> Response:
         """fn(the span's RunSummaries): the cross-rank analysis is computed once and shared."""
-        entries = self._span_files(Params(request.args))
+        entries = self._span_files(self.params(request))
 
         def body(run: views.RunSummaries) -> Any:
             if len(entries) < 2:
@@ -688,7 +908,7 @@ class ProfilerApp:
         return self._dist(request, views.dist_stragglers)
 
     def r_dist_instances(self, request: Request) -> Response:
-        p = Params(request.args)
+        p = self.params(request)
         sort = p.choice("sort", tuple(views.INSTANCE_SORTS), "skew")
         limit = p.integer("limit", 200, 1, 5000)
         offset = p.integer("offset", 0, 0, 1 << 40)
@@ -721,7 +941,7 @@ class ProfilerApp:
         are loaded (through the LRU)."""
         from tb_profiler.plugin.timeline import on_the_wire
 
-        p = Params(request.args)
+        p = self.params(request)
         entries = self._span_files(p)
         named = self._named_workers(p, entries)
         a, b = self._window(p)
@@ -745,7 +965,7 @@ class ProfilerApp:
 
     # -- diff ------------------------------------------------------------------------------------
     def _diff_sides(self, request: Request) -> tuple[list[FileEntry], list[FileEntry]]:
-        p = Params(request.args)
+        p = self.params(request)
         return self._side(p, ""), self._side(p, "exp_")
 
     def _diff(self, request: Request, fn: Callable[[list, list], Any]) -> Response:
@@ -772,7 +992,7 @@ class ProfilerApp:
         return self._diff(request, views.diff)
 
     def r_diffnode(self, request: Request) -> Response:
-        path = Params(request.args).text("path") or ""
+        path = self.params(request).text("path") or ""
         return self._diff(request, lambda a, b: views.diffnode(a, b, path))
 
     # -- static ----------------------------------------------------------------------------------
