@@ -5,6 +5,7 @@ import { useEffect, useMemo, useState } from "react";
 import { reloadAll, useApi } from "./api/hooks";
 import type { RunsReply, StatusReply } from "./api/types";
 import { Empty, ErrorBox, Progress, Select } from "./components/common";
+import { Name } from "./components/Name";
 import { onTbReload } from "./state/host";
 import { setState, useAppState } from "./state/store";
 import { useDarkMode } from "./state/theme";
@@ -32,6 +33,20 @@ const WHY_MISSING: Partial<Record<ViewId, string>> = {
   Module: "This trace has no nn.Module hierarchy. Recent PyTorch records it with with_stack=True (or with_modules=True).",
   Distributed: "This run has a single worker and no distributed information; the Distributed view needs the traces of every rank of a torch.distributed job.",
 };
+
+const RUNS_POLL_MS = 3000;
+const SLOW_POLL_MS = 30000;
+
+/** Whether the page is shown (not a background tab): polling slows down while hidden. */
+function usePageVisible(): boolean {
+  const [v, setV] = useState(() => typeof document === "undefined" || document.visibilityState !== "hidden");
+  useEffect(() => {
+    const on = () => setV(document.visibilityState !== "hidden");
+    document.addEventListener("visibilitychange", on);
+    return () => document.removeEventListener("visibilitychange", on);
+  }, []);
+  return v;
+}
 
 function useTicker(ms: number | null): number {
   const [n, setN] = useState(0);
@@ -72,7 +87,7 @@ function StatusBadge({ status }: { status: StatusReply | null }) {
           <ul className="skipped">
             {problems.map((p, i) => (
               <li key={i}>
-                <div className="mono">{p.path}</div>
+                <div className="mono"><Name text={p.path} /></div>
                 <div className="muted">{p.reason}</div>
               </li>
             ))}
@@ -86,15 +101,30 @@ function StatusBadge({ status }: { status: StatusReply | null }) {
 export function App() {
   const st = useAppState();
   const dark = useDarkMode();
-  const [runsTick, setRunsTick] = useState(0);
+  const visible = usePageVisible();
 
   useEffect(() => onTbReload(() => reloadAll()), []);
 
+  // `runs` is cheap (names only): polled every RUNS_POLL_MS while the page is seen, so a
+  // run the server finds shows within seconds. `status` (every file) is asked again when
+  // the runs change, every RUNS_POLL_MS while loading, and otherwise every SLOW_POLL_MS;
+  // a status that names a run the picker lacks makes `runs` be asked again at once.
+  const [runsTick, setRunsTick] = useState(0);
+  const runsPoll = useTicker(visible ? RUNS_POLL_MS : SLOW_POLL_MS);
+  useEffect(() => setRunsTick((x) => x + 1), [runsPoll]);
   const runs = useApi<RunsReply>("runs", {}, { keepStale: true, noCache: true, tick: runsTick });
   const runsLoading = runs.data?.loading ?? true;
-  const tick = useTicker(runsLoading ? 3000 : 30000);
-  useEffect(() => setRunsTick(tick), [tick]);
-  const status = useApi<StatusReply>("status", {}, { keepStale: true, noCache: true, tick: runsTick });
+  const runsSig = runs.data ? JSON.stringify([runs.data.runs, runs.data.loading]) : "";
+  const [statusTick, setStatusTick] = useState(0);
+  const statusPoll = useTicker(runsLoading && visible ? RUNS_POLL_MS : SLOW_POLL_MS);
+  useEffect(() => setStatusTick((x) => x + 1), [statusPoll, runsSig]);
+  const status = useApi<StatusReply>("status", {}, { keepStale: true, noCache: true, tick: statusTick });
+  useEffect(() => {
+    if (!status.data || !runs.data) return;
+    const known = new Set(runs.data.runs);
+    if (status.data.runs.some((r) => r.state !== "failed" && r.files > 0 && !known.has(r.name))) setRunsTick((x) => x + 1);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [status.data]);
   // when background loading finishes, answers computed on partial data are stale
   const [wasLoading, setWasLoading] = useState(false);
   useEffect(() => {

@@ -7,6 +7,7 @@ import {
   flexRender, getCoreRowModel, getExpandedRowModel, getFilteredRowModel, getPaginationRowModel,
   getSortedRowModel, useReactTable, type ColumnDef, type ExpandedState, type Row, type SortingState,
 } from "@tanstack/react-table";
+import { Name } from "./Name";
 import { copyText, csvFileName, downloadText, toCsv, type CsvCell } from "../util/csv";
 import { fmtBytes, fmtCount, fmtDeltaDuration, fmtNumber, fmtPct, fmtUs } from "../util/format";
 
@@ -120,7 +121,8 @@ export function DataTable<T>(props: Props<T>) {
         if (typeof x === "boolean" && typeof y === "boolean") return x ? 1 : -1;
         return String(x).localeCompare(String(y));
       },
-      cell: (info) => (c.render ? c.render(info.row.original) : fmtCell(c.kind ?? "text", info.getValue())),
+      // names (text cells) are isolated and show their bidi controls (components/Name)
+      cell: (info) => (c.render ? c.render(info.row.original) : (c.kind ?? "text") === "text" ? <Name text={fmtCell("text", info.getValue())} /> : fmtCell(c.kind ?? "text", info.getValue())),
       meta: c,
     }));
     return defs;

@@ -6,6 +6,7 @@
 
 import { useState } from "react";
 import { copyText } from "../util/csv";
+import { Name } from "./Name";
 import { openableFile, type SourceFrame } from "../util/frames";
 import { buildJumpMessage, frameLocation, jumpToSource, vsCodeTarget } from "../util/vscode";
 
@@ -17,7 +18,7 @@ export function FrameItem({ frame }: { frame: SourceFrame }) {
   const canJump = !!vsCodeTarget() && !!buildJumpMessage(target, frame.line);
   return (
     <li className="frame">
-      {frame.func && <span className="frame-func">{frame.func}</span>}
+      {frame.func && <Name className="frame-func" text={frame.func} />}
       {loc &&
         (canJump ? (
           <button
@@ -26,12 +27,12 @@ export function FrameItem({ frame }: { frame: SourceFrame }) {
             title={`Open ${full} in VS Code`}
             onClick={() => jumpToSource(target, frame.line)}
           >
-            {loc}
+            <Name text={loc} />
           </button>
         ) : (
           <>
             <span className="frame-loc selectable" title={full !== loc ? full : undefined}>
-              {loc}
+              <Name text={loc} />
             </span>
             <button
               type="button"

@@ -4,6 +4,7 @@ import { useState, type ReactNode } from "react";
 import type { ApiState } from "../api/hooks";
 import type { LoadingReply } from "../api/types";
 import { fmtBytes, fmtCount } from "../util/format";
+import { showBidiControls } from "../util/bidi";
 
 /** The backend's "notes": why a part is empty or partial, in words. */
 export function Notes({ notes }: { notes?: (string | null | undefined)[] | null }) {
@@ -115,10 +116,11 @@ export function Select({
   return (
     <label className="select" title={title}>
       <span className="select-label">{label}</span>
-      <select value={value} onChange={(e) => onChange(e.target.value)} disabled={disabled} title={value}>
+      <select value={value} onChange={(e) => onChange(e.target.value)} disabled={disabled} title={showBidiControls(value)}>
         {options.map((o) => {
           const v = typeof o === "string" ? o : o.value;
-          const l = typeof o === "string" ? o : o.label;
+          // run / worker / span names: an <option> holds text only, so bidi controls are shown as markers
+          const l = showBidiControls(typeof o === "string" ? o : o.label);
           return (
             <option key={v} value={v}>
               {l}

@@ -29,10 +29,19 @@ export function KernelView({ st, sel, dark }: ViewProps) {
   // null on a backend whose kernel names do not tell (MTIA, XPU, ...): no such column then
   const unit = table.data?.matrix_unit ? table.data.matrix_unit.toLowerCase() : null;
   const cols = useMemo(() => {
-    const c: Col<KernelRow>[] = [{ id: "name", header: "Kernel", value: (r) => r.name, width: 260 }];
+    // the name and the times first: at 1400 px the time columns are seen without scrolling
+    // sideways; the launch details (operator, grid, block...) follow
+    const c: Col<KernelRow>[] = [
+      { id: "name", header: "Kernel", value: (r) => r.name, width: 260 },
+      { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us" },
+      { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
+      { id: "mean", header: "Mean", value: (r) => r.mean_ns, kind: "us" },
+      { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us" },
+      { id: "min", header: "Min", value: (r) => r.min_ns, kind: "us" },
+    ];
     if (group === "KernelNameAndOp") {
       c.push(
-        { id: "op", header: "Operator", value: (r) => r.op ?? "" },
+        { id: "op", header: "Operator", value: (r) => r.op ?? "", width: 160 },
         { id: "grid", header: "Grid", value: (r) => r.grid ?? "", noFilter: true, nowrap: true },
         { id: "block", header: "Block", value: (r) => r.block ?? "", noFilter: true, nowrap: true },
         { id: "regs", header: "Registers / thread", value: (r) => r.registers ?? null, kind: "count" },
@@ -44,12 +53,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
       if (group === "KernelNameAndOp") c.push({ id: "optc", header: `Op eligible for ${unit}`, value: (r) => r.op_tc_eligible ?? null, kind: "bool" });
     }
     c.push(
-      { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
       { id: "graph", header: "From graphs", value: (r) => r.graph_calls ?? null, kind: "count", title: "Calls launched by a graph launch (cudaGraphLaunch / hipGraphLaunch)" },
-      { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us" },
-      { id: "mean", header: "Mean", value: (r) => r.mean_ns, kind: "us" },
-      { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us" },
-      { id: "min", header: "Min", value: (r) => r.min_ns, kind: "us" },
       { id: "bps", header: "Mean blocks per SM", value: (r) => r.blocks_per_sm, kind: "num" },
       { id: "occ", header: "Mean est. achieved occupancy", value: (r) => r.occupancy, kind: "pct" },
     );

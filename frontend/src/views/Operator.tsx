@@ -7,7 +7,9 @@ import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
 import type { Frame, OperationPieReply, OperatorRow, OperatorStackReply, PieSlice, StackRow } from "../api/types";
 import { ApiError } from "../api/client";
-import { Chart, TOOLTIP_BASE, pieTooltip, shortName } from "../components/Chart";
+import { Chart } from "../components/Chart";
+import { Name } from "../components/Name";
+import { pieChartOption, pieHeight } from "../components/pie";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { StackFrames } from "../components/StackFrames";
@@ -30,7 +32,7 @@ function FramesCell({ frames }: { frames: Frame[] | undefined }) {
   return (
     <details className="frames-cell">
       <summary>
-        {first.func ?? ""} <span className="muted mono">{first.file ? `${first.file}:${first.line ?? ""}` : ""}</span>
+        <Name text={first.func ?? ""} /> <span className="muted mono"><Name text={first.file ? `${first.file}:${first.line ?? ""}` : ""} /></span>
         {frames.length > 1 ? <span className="muted"> (+{frames.length - 1})</span> : null}
       </summary>
       <StackFrames frames={frames} />
@@ -38,19 +40,9 @@ function FramesCell({ frames }: { frames: Frame[] | undefined }) {
   );
 }
 
-export function Pie({ title, slices, dark, empty }: { title: string; slices: PieSlice[]; dark: boolean; empty?: string }) {
-  const option = useMemo(() => ({
-    title: { text: title, left: "center", top: 0, textStyle: { fontSize: 13, fontWeight: 500 } },
-    tooltip: { ...TOOLTIP_BASE, trigger: "item", formatter: pieTooltip((v) => fmtDuration(v)) },
-    legend: { type: "scroll", orient: "vertical", right: 0, top: 28, bottom: 0, width: "42%", formatter: (n: string) => shortName(n, 32), tooltip: { show: true } },
-    series: [{
-      type: "pie",
-      radius: ["30%", "62%"],
-      center: ["28%", "55%"],
-      label: { show: false },
-      data: slices.map((s) => ({ name: s.name, value: s.value_ns })),
-    }],
-  }), [title, slices]);
+/** A pie of time by name; bars where the slices nest or "Other" is most of it (components/pie). */
+export function Pie({ title, slices, dark, empty, nested }: { title: string; slices: PieSlice[]; dark: boolean; empty?: string; nested?: boolean }) {
+  const built = useMemo(() => pieChartOption(title, slices, { nested, fmt: (v) => fmtDuration(v) }), [title, slices, nested]);
   const total = slices.reduce((a, s) => a + s.value_ns, 0);
   if (!slices.length || total <= 0) {
     return (
@@ -60,7 +52,11 @@ export function Pie({ title, slices, dark, empty }: { title: string; slices: Pie
       </div>
     );
   }
-  return <Chart option={option} dark={dark} height={260} ariaLabel={title} />;
+  return (
+    <div data-chart-kind={built.kind}>
+      <Chart option={built.option} dark={dark} height={pieHeight(built.kind, slices.length)} ariaLabel={title} />
+    </div>
+  );
 }
 
 function Stacks({ sel, group, row, hasDevice }: { sel: ViewProps["sel"]; group: string; row: OperatorRow; hasDevice: boolean }) {
@@ -162,11 +158,11 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
                 {p.device_self.length > 0 || p.device_total.length > 0 ? (
                   <>
                     <Pie title="Device self time" slices={p.device_self} dark={dark} />
-                    <Pie title="Device total time" slices={p.device_total} dark={dark} />
+                    <Pie title="Device total time" slices={p.device_total} dark={dark} nested />
                   </>
                 ) : null}
                 <Pie title="Host self time" slices={p.host_self} dark={dark} />
-                <Pie title="Host total time" slices={p.host_total} dark={dark} />
+                <Pie title="Host total time" slices={p.host_total} dark={dark} nested />
               </div>
               {p.device_self.length === 0 && p.device_total.length === 0 && (
                 <div className="muted small-note">No device time: this trace has no device events — was ProfilerActivity.CUDA enabled?</div>
