@@ -10,7 +10,9 @@ One `tb-profiler serve` for the module, rescanning its logdir every half second.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 
@@ -113,3 +115,47 @@ def test_a_name_with_u202e_is_isolated_and_its_control_shown(newcomer, watch):
     assert BIDI_RUN in _run_options(watch.page)
     watch.shot("newcomer-operator-bidi")
     assert watch.errors == [] and watch.outside == []
+
+
+def test_a_missing_logdir_says_so(tmp_path, watch):
+    """A log directory that does not exist (`tb-profiler serve` refuses one at the start;
+    TensorBoard does not, and a folder can vanish): the page says the log directory cannot
+    be read and why (not "holds no trace files"), and never shows the server's path."""
+    missing = tmp_path / "not-there"
+    missing.mkdir()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env_cache = tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "tb_profiler.cli", "serve", str(missing), "--port", str(port),
+                             "--reload-interval", "0.5"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, TB_PROFILER_CACHE_DIR=str(env_cache)))
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the server answers, then the folder goes
+            try:
+                if get_json(f"{base}/{API}/status")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        missing.rmdir()
+        while True:  # until the server has scanned (and failed to)
+            try:
+                code, doc = get_json(f"{base}/{API}/status")
+                if code == 200 and doc.get("scan_error"):
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        watch.open(f"{base}/")
+        wait_js(watch.page, "() => document.body.innerText.includes('cannot be read')", 60)
+        text = watch.text()
+        assert "does not exist" in text and "holds no trace files" not in text
+        assert str(missing) not in text and "<logdir>" not in text
+        assert watch.errors == [] and watch.outside == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -164,6 +164,11 @@ export function App() {
   else if (!runList.length)
     body = runs.data.loading ? (
       <Progress progress={status.data ? { loading: true, loaded_bytes: status.data.loaded_bytes, total_bytes: status.data.total_bytes } : null} />
+    ) : status.data?.scan_error ? (
+      <Empty title="The log directory cannot be read">
+        {status.data.scan_error}. Point TensorBoard (or <span className="mono">tb-profiler serve</span>) at the
+        folder the traces are written to.
+      </Empty>
     ) : (
       <Empty title="No profiler traces found">
         The log directory holds no trace files (<span className="mono">*.json</span> or{" "}

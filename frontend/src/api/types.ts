@@ -48,6 +48,8 @@ export interface StatusRun {
 export interface StatusReply {
   loading: boolean;
   scanned_at: number | null;
+  /** why the last scan of the log directory failed (it does not exist, ...), else null */
+  scan_error?: string | null;
   total_bytes: number;
   loaded_bytes: number;
   runs: StatusRun[];
