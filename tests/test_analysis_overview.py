@@ -303,8 +303,8 @@ def test_dataloader_recommendation_names_its_numbers(tmp_path):
 def test_launch_bound_sync_and_amp(tmp_path):
     """Step 0-1000 us under aten::mm (tensor-core eligible): 20 kernels of 2 us, each
     launched by a 10 us call (8 us not hidden each: 160 us = 16% of the step), none on
-    tensor cores; one cudaStreamSynchronize of 30 us; aten::item holding
-    aten::_local_scalar_dense (one sync point)."""
+    tensor cores; aten::item (40 us) holding aten::_local_scalar_dense holding one
+    cudaStreamSynchronize of 30 us (one sync point)."""
     ev = [step(1, 0, 1000), op("aten::mm", 1, 800)]
     for i in range(20):
         ev += [rt(10 + 20 * i, 10, i + 1), dev("sgemm_small", 15 + 20 * i, 2, i + 1)]
@@ -315,8 +315,9 @@ def test_launch_bound_sync_and_amp(tmp_path):
     assert (lb["short_launches"], lb["launches"], lb["unhidden_launch_ns"]) == (20, 20, 160 * US)
     assert "100.0% of the launches" in recs["launch_bound"]["text"]
     sync = recs["host_sync"]["evidence"]
-    assert (sync["sync_calls"], sync["sync_ops"], sync["sync_ns"]) == (1, 1, 30 * US)
-    assert sync["names"] == {"cudaStreamSynchronize": 1, "aten::item": 1}
+    # One synchronization, the aten::item, timed by its own 40 us (the call inside it once).
+    assert (sync["syncs"], sync["sync_calls"], sync["sync_ops"], sync["sync_ns"]) == (1, 1, 1, 40 * US)
+    assert sync["names"] == {"aten::item": 1}
     amp = recs["amp"]["evidence"]
     assert amp["eligible_kernel_share_pct"] == pytest.approx(100.0) and amp["tensor_core_kernel_share_pct"] == 0
     # 20 x 2 us of kernels in 1000 us: 4% utilization.

@@ -5,11 +5,13 @@ the average step (59.3 ms of 177.6 ms)" tells how much there is to win. Every ru
 returns {id, severity, title, text, evidence}; evidence holds the same numbers as plain
 ints/floats for the UI and tests.
 
-torch-tb-profiler's rules: DataLoader > 5% of the step; DataParallel on several devices;
+torch-tb-profiler's rules: DataLoader > 5% of the step (told to add worker processes only
+when it has none); DataParallel on several devices;
 DDP over gloo on GPUs; communication > 10%; device utilization < 50%; tensor-core
 eligible kernels with no tensor-core use (AMP); peak memory > 90% of the device.
 New: kernels shorter than their launch (launch-bound), host-device synchronizations in
-the steps, pageable host memory in copies, long device idle gaps while the host works.
+the steps (.item(), blocking copies, synchronizing calls, each once with its host time),
+pageable host memory in copies, long device idle gaps while the host works.
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from tb_profiler.analysis.gpu import (
 )
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.keys import unique_ints
-from tb_profiler.analysis.links import launches
+from tb_profiler.analysis.links import NO_ROW, launch, launches, nearest_ancestor
+from tb_profiler.analysis.memcpy import copy_direction
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.memory import memory_peaks
 from tb_profiler.analysis.shared import device_work, name_map
@@ -49,6 +52,18 @@ SYNC_CALL_RE = re.compile(r"(cuda|hip)(DeviceSynchronize|StreamSynchronize|Event
                            r"Memcpy3D|MemcpyToSymbol|MemcpyFromSymbol)\Z|cu(Ctx|Stream|Event)Synchronize\Z")
 _SYNC_EVENT_NAMES = frozenset({"Event Sync", "Stream Sync", "Context Sync", "Device Sync"})
 _SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+_COPY_OPS = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
+# Host calls that block until the device catches up, beyond SYNC_CALL_RE's CUDA/HIP names
+# (which the critical path shares): any backend's *Synchronize* (MTIA, Level Zero's
+# zeCommandListHostSynchronize, Ascend's aclrtSynchronizeStream, Habana's
+# synStreamSynchronize, versioned spellings such as cudaStreamSynchronize_v3020), the
+# SYCL/Unified Runtime waits, the blocking (non-Async) copies of MTIA and Ascend and the
+# driver API's cuMemcpy*. Events of Kineto's xpu_sync category are synchronizations too.
+_HOST_SYNC_RE = re.compile(r"Synchroni[sz]e|\A(urQueueFinish|urEventWait|piQueueFinish|piEventsWait)\Z|"
+                           r"\A(mtia|aclrt)Memcpy\Z|\AcuMemcpy(HtoD|DtoH|DtoD|DtoA|AtoH)?(_v2)?\Z")
+
+_DL_WORKERS = "_MultiProcessingDataLoaderIter"
+_DL_SINGLE = "_SingleProcessDataLoaderIter"
 
 _DOCS = {
     "dataloader": "https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading",
@@ -126,14 +141,37 @@ def _total_step_ns(trace) -> int:
 # -- torch-tb-profiler's rules ---------------------------------------------------------------
 
 def dataloader_rule(trace):
+    """DataLoader time over DATALOADER_SHARE of the average step. A loader that already
+    loads in worker processes (``enumerate(DataLoader)#_MultiProcessingDataLoaderIter``)
+    is not told to add them: its workers do not keep up, and the advice says what helps
+    then. Where the steps show a single-process loader (``_SingleProcessDataLoaderIter``,
+    also beside a multi-process one) or neither name, the advice is to set num_workers."""
     hit = _share_rule(trace, "dataloader", DATALOADER_SHARE)
     if not hit:
         return None
     share, part, total = hit
-    return _rec("dataloader", "warning", "Input data loading is slow",
-                f"DataLoader takes {100 * share:.1f}% of the average step ({fmt_ns(part)} of {fmt_ns(total)}). "
-                "Set num_workers on the DataLoader to load batches in worker processes while the model runs.",
-                {"dataloader_ns": part, "step_ns": total, "share_pct": 100 * share}, _DOCS["dataloader"])
+    workers = _dataloader_workers(trace)
+    head = f"DataLoader takes {100 * share:.1f}% of the average step ({fmt_ns(part)} of {fmt_ns(total)})"
+    if workers:
+        text = (f"{head} although it already loads batches in worker processes: the workers do not keep up "
+                "with the model. Try more workers (num_workers, up to the CPU cores free), a larger "
+                "prefetch_factor, persistent_workers=True, pin_memory=True, or cheaper per-sample "
+                "transforms (decode and augment less, or on the device).")
+    else:
+        text = (f"{head}. Set num_workers on the DataLoader to load batches in worker processes while the "
+                "model runs.")
+    return _rec("dataloader", "warning", "Input data loading is slow", text,
+                {"dataloader_ns": part, "step_ns": total, "share_pct": 100 * share,
+                 "multiprocess_workers": workers}, _DOCS["dataloader"])
+
+
+def _dataloader_workers(trace) -> bool:
+    """Whether the steps' DataLoader loads in worker processes: its events name only
+    _MultiProcessingDataLoaderIter (a _SingleProcessDataLoaderIter beside it, or an
+    iterator of neither name, says no)."""
+    m = bd.category_masks(trace)["dataloader"] & _in_steps(trace)
+    names = {str(n) for n in trace.str(unique_ints(trace.events["name"][m]))}
+    return bool(names) and all(_DL_WORKERS in n for n in names) and not any(_DL_SINGLE in n for n in names)
 
 
 def dataparallel_rule(trace):
@@ -301,48 +339,99 @@ def _covered_in_steps(trace, starts: np.ndarray, ends: np.ndarray) -> int:
 
 def sync_rule(trace):
     """Host-device synchronizations inside the steps: the host stops until the device
-    drains, so it cannot queue work ahead."""
-    ev = trace.events
-    in_steps = _in_steps(trace) & valid_times(trace)
+    drains, so it cannot queue work ahead. What counts (``host_syncs``): aten::item /
+    aten::_local_scalar_dense, copies the host waits for (aten::to / aten::_to_copy /
+    aten::copy_ holding a synchronizing call, or a device-to-host copy into pageable
+    memory), and synchronizing runtime calls on their own (cudaDeviceSynchronize,
+    cudaStreamSynchronize, cudaEventSynchronize, a blocking cudaMemcpy, their HIP, XPU,
+    MTIA, ... spellings). Each is counted once, at its outermost event: an aten::item
+    holding a cudaMemcpyAsync and a cudaStreamSynchronize is one synchronization, timed
+    by the aten::item. The time is the host time of those events inside the steps, each
+    ns once."""
     n_steps = len(steps(trace))
     if not n_steps or not trace.device_kinds:  # CPU only: .item() waits for nothing
         return None
-    calls = in_steps & (trace.roles == Role.RUNTIME) & _names(trace, lambda s: bool(SYNC_CALL_RE.match(s)))
-    events = in_steps & (ev["kind"] == Kind.CUDA_SYNC) & _names(trace, lambda s: s in _SYNC_EVENT_NAMES)
-    seen = ev["correlation"][calls]
-    events &= ~np.isin(ev["correlation"], seen[seen != MISSING_INT])  # one sync, two records
-    ops = in_steps & (ev["kind"] == Kind.CPU_OP) & _names(trace, lambda s: s in _SYNC_OPS)
-    outer_ops = ops & ~_inside_same(trace, ops)
-    syncs = calls | events
-    n = int(syncs.sum())
-    n_ops = int(outer_ops.sum())
-    if not n and not n_ops:
+    ev = trace.events
+    sync = host_syncs(trace)
+    rows = np.flatnonzero(sync["counted"])
+    n = len(rows)
+    if not n:
         return None
-    wait = _covered_in_steps(trace, ev["ts"][calls], ev["ts"][calls] + ev["dur"][calls])
+    ends = ev["ts"][rows] + np.maximum(ev["dur"][rows], 0)
+    wait = _covered_in_steps(trace, ev["ts"][rows], ends)
     total = _total_step_ns(trace)
     share = wait / total if total else 0.0
-    counts = _count_names(trace, syncs | outer_ops)
+    counts = _count_names(trace, sync["counted"])
     listed = ", ".join(f"{name} x{c}" for name, c in counts[:4])
+    n_ops = int((sync["counted"] & sync["ops"]).sum())
     return _rec("host_sync", "warning" if share >= SYNC_WARNING_SHARE else "info",
                 "Host-device synchronization inside the steps",
-                f"The steps synchronize the host with the device {(n or n_ops) / n_steps:.1f} times per step "
-                f"({listed}); synchronizing calls take {fmt_ns(wait / n_steps)} per step ({100 * share:.1f}% of the "
-                "step). Each one stops the CPU from queueing work ahead: avoid .item(), .cpu(), printing tensors "
+                f"The steps synchronize the host with the device {n / n_steps:.1f} times per step ({listed}); "
+                f"the host waits in them {fmt_ns(wait / n_steps)} per step ({100 * share:.1f}% of the step). "
+                "Each one stops the CPU from queueing work ahead: avoid .item(), .cpu(), printing tensors "
                 "and blocking copies in the loop, or do them every N steps.",
-                {"sync_calls": n, "sync_ops": n_ops, "per_step": (n or n_ops) / n_steps, "sync_ns": wait,
-                 "share_pct": 100 * share, "names": dict(counts)})
+                {"syncs": n, "sync_calls": int(sync["calls_in_steps"]), "sync_ops": n_ops, "per_step": n / n_steps,
+                 "sync_ns": wait, "share_pct": 100 * share, "names": dict(counts)})
 
 
-def _inside_same(trace, mask: np.ndarray) -> np.ndarray:
-    """Events of ``mask`` nested under another event of ``mask`` (aten::item holds
-    aten::_local_scalar_dense: count the pair once)."""
-    from tb_profiler.analysis.links import host_parent
+@per_trace
+def host_syncs(trace) -> dict:
+    """The host-device synchronizations of a trace, as masks over events.
 
-    parent = host_parent(trace)
-    p = parent[np.flatnonzero(mask)]
-    out = np.zeros(len(mask), dtype=bool)
-    out[np.flatnonzero(mask)] = (p >= 0) & mask[np.maximum(p, 0)]
-    return out
+    What synchronizes:
+    - aten::item and aten::_local_scalar_dense (reading a device scalar);
+    - aten::to / aten::_to_copy / aten::copy_ that hold a synchronizing runtime call, or
+      that issued a device-to-host copy into pageable (not pinned) memory: ``.cpu()`` and
+      blocking copies (a non-blocking copy into pinned memory is not one);
+    - synchronizing runtime calls: SYNC_CALL_RE's CUDA/HIP names (device, stream and event
+      synchronize, blocking cudaMemcpy*), any backend's *Synchronize*, the SYCL/UR waits,
+      blocking mtia/aclrt copies, events of the xpu_sync category, and the call a device
+      sync record ("Event Sync", ...) correlates with;
+    - a device sync record whose call the trace lacks stands for that call.
+
+    Returns {"counted": the outermost of those (none of them encloses it on its thread)
+    inside the steps, with valid times; "ops": operators among them; "calls_in_steps":
+    synchronizing runtime calls in the steps, also those inside a counted operator}."""
+    ev = trace.events
+    roles = trace.roles
+    ok = valid_times(trace)
+    ops = ev["kind"] == Kind.CPU_OP
+    runtime = roles == Role.RUNTIME
+    calls = runtime & ok & (_names(trace, lambda s: bool(SYNC_CALL_RE.match(s) or _HOST_SYNC_RE.search(s)))
+                            | (ev["kind"] == Kind.XPU_SYNC))
+    records = ok & (ev["kind"] == Kind.CUDA_SYNC) & _names(trace, lambda s: s in _SYNC_EVENT_NAMES)
+    rt = launch(trace)
+    has_call = records & (rt >= 0)
+    calls[rt[has_call]] |= ok[rt[has_call]]           # the call a sync record says was one
+    records &= rt < 0                                  # one sync, two records: the call counts
+    # Copies the host waits for: copy operators holding a synchronizing call, or issuing a
+    # device-to-host copy into pageable memory; then every copy operator around those.
+    copy_ops = ok & ops & _names(trace, lambda s: s in _COPY_OPS)
+    blocking = np.zeros(len(ev), dtype=bool)
+    held = nearest_ancestor(trace, np.flatnonzero(calls), copy_ops, include_self=False)
+    blocking[held[held >= 0]] = True
+    d2h = (roles == Role.MEMCPY) & (rt >= 0) & _names(trace, _pageable_d2h)
+    issued = nearest_ancestor(trace, rt[d2h], copy_ops, include_self=False)
+    blocking[issued[issued >= 0]] = True
+    rows = np.flatnonzero(blocking)
+    while len(rows):  # up the nesting: aten::to > aten::_to_copy > aten::copy_
+        up = nearest_ancestor(trace, rows, copy_ops, include_self=False)
+        up = up[(up >= 0)]
+        rows = up[~blocking[up]]
+        blocking[rows] = True
+    items = ok & ops & _names(trace, lambda s: s in _SYNC_OPS)
+    points = calls | records | items | blocking
+    inside = nearest_ancestor(trace, np.flatnonzero(points), points, include_self=False) != NO_ROW
+    outer = points.copy()
+    outer[np.flatnonzero(points)[inside]] = False
+    in_steps = _in_steps(trace)
+    return {"counted": outer & in_steps, "ops": items | blocking, "calls_in_steps": int((calls & in_steps).sum())}
+
+
+def _pageable_d2h(name: str) -> bool:
+    """A device-to-host copy into memory that is not pinned (the host waits for it)."""
+    direction, _src, dst = copy_direction(name)
+    return direction == "D2H" and (dst or "").lower() != "pinned"
 
 
 def _count_names(trace, mask: np.ndarray) -> list[tuple[str, int]]:
