@@ -144,6 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--summaries", metavar="DIR_OR_URL", help="read and keep those summaries in this folder or "
                                                                  "fsspec URL (default $TB_PROFILER_SUMMARIES, else "
                                                                  "the cache folder)")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                       help="also answer requests whose Host header names NAME (a proxy's or tunnel's name; "
+                            "repeatable; also $TB_PROFILER_ALLOW_HOSTS, comma-separated): others get 403, "
+                            "so a web page that rebinds its own name to this address cannot read the traces")
     serve.add_argument("--source-root", action="append", default=[], metavar="DIR",
                        help="a folder to find the Python files of stack frames under, for jump to source "
                             "(repeatable; also $TB_PROFILER_SOURCE_ROOTS, os.pathsep-separated)")
@@ -824,7 +828,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _error(f"--jobs {args.jobs}: at least 1")
         return EXIT_USAGE
     try:
-        serve(args.logdir, host=args.host, port=args.port, memory_mb=args.memory_mb,
+        serve(args.logdir, host=args.host, port=args.port, allow_hosts=args.allow_host, memory_mb=args.memory_mb,
               reload_s=args.reload_interval, threads=args.threads, cache_dir=args.cache_dir,
               source_roots=args.source_root, jobs=args.jobs, dask=args.dask, summaries=args.summaries)
     except OSError as exc:  # port in use, address not available

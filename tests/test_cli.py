@@ -162,3 +162,42 @@ def test_diff_reports_step_time_change_and_gates_on_threshold(cache_dir):
 def test_diff_with_a_missing_side_fails_cleanly(tmp_path, cache_dir):
     proc = run_cli("diff", str(V100), str(tmp_path / "nope"), cache_dir=cache_dir)
     assert proc.returncode == 1 and "no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_serve_allow_host_lets_a_proxy_name_through(tmp_path):
+    """`tb-profiler serve --allow-host NAME`: requests naming NAME (a proxy) are answered,
+    other unknown names still get 403 (DNS rebinding)."""
+    import http.client
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "log").mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "tb_profiler.cli", "serve", str(tmp_path / "log"), "--port",
+                             str(port), "--allow-host", "profiler.proxy.example"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def status(host: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/data/plugin/pytorch_profiler/runs", headers={"Host": host})
+        return conn.getresponse().status
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                got = status(f"127.0.0.1:{port}")
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        assert got == 200
+        assert status("profiler.proxy.example") == 200
+        assert status("evil.example") == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
