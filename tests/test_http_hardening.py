@@ -352,3 +352,49 @@ def test_werkzeug_500_carries_security_headers():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_real_tensorboard_checks_host(logdir, tmp_path):
+    """TensorBoard's own server, its flags (--host, the plugin's --pytorch_profiler_allow_hosts)
+    reaching the plugin through its context."""
+    import subprocess
+    import sys
+    from importlib.metadata import entry_points
+
+    pytest.importorskip("tensorboard")
+    if not any(e.name == "pytorch_profiler" for e in entry_points(group="tensorboard_plugins")):
+        pytest.skip("the pytorch_profiler TensorBoard plugin is not registered (pip install -e .)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "tb.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", str(port),
+                             "--host", "127.0.0.1", "--pytorch_profiler_allow_hosts", "proxy.example"],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+    def ask(host):
+        return raw_http(port, b"GET " + P.encode() + b"runs HTTP/1.1\r\nHost: " + host.encode() +
+                        b"\r\nConnection: close\r\n\r\n")
+
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                status, _, _ = ask(f"127.0.0.1:{port}")
+                if status == 200:
+                    break
+            except (OSError, IndexError, ValueError):
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "tb.log").read_text()[-2000:]
+            time.sleep(0.3)
+        for host, expect in ((f"localhost:{port}", 200), ("proxy.example:443", 200), ("evil.example", 403),
+                             (f"127.0.0.1.nip.io:{port}", 403), ("", 403)):
+            status, headers, body = ask(host)
+            assert status == expect, (host, status, body[:200])
+            if expect == 403:
+                assert_secure(headers)
+                assert b"pytorch_profiler_allow_hosts" in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
