@@ -9,7 +9,6 @@ without it.
 """
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -19,18 +18,11 @@ from tb_profiler.analysis import breakdown as bd
 from tb_profiler.analysis.overview import overview
 from tb_profiler.analysis.recommendations import recommendations
 from tb_profiler.trace import load
+from test_analysis_overview import make, op  # the overview tests' trace builders
 
 US = 1000  # ns per us
 
 
-def make(tmp_path, events, name="t.pt.trace.json", **top):
-    path = tmp_path / name
-    path.write_text(json.dumps({"schemaVersion": 1, **top, "traceEvents": events}))
-    return load(path, cache=False)
-
-
-def op(name, ts, dur, cat="cpu_op", tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
 def by_id(trace):
