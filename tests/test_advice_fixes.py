@@ -9,7 +9,6 @@ without it.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from datafiles import V100_RUN_W4, V100_TRACE, V100_W4_TRACE, real_traces, rel
