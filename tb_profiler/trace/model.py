@@ -92,10 +92,6 @@ class Trace:
             writer.join()
         return self._cache_path
 
-    @cache_path.setter
-    def cache_path(self, value: str | None) -> None:
-        self._cache_path = value
-
     @property
     def args_blob(self):
         """Every event's raw args JSON text, addressed by the args_off/args_len columns
