@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -324,18 +325,27 @@ def test_whole_trace_reply_is_bounded_whatever_the_event_count(tmp_path):
     assert sizes[200_000] <= 250_000 and sizes[200_000] <= 1.2 * sizes[20_000] + 50_000
 
 
-def test_stored_arrays_serve_the_same_windows(tmp_path):
+def test_a_reopened_trace_reads_its_stored_index(tmp_path, monkeypatch):
+    """The index is kept beside the cache entry (analysis.stored): a reopen of the trace
+    reads it instead of building it, and serves the same windows."""
     events = [_x(f"op{k}", 1, 1 + k % 3, 1000 * k, 700 + 37 * (k % 50)) for k in range(3000)]
-    trace = _load(tmp_path, events)
-    arrays = tl.lod_arrays(trace)
-    again = _load(tmp_path, events, "again.pt.trace.json")
-    assert tl.use_lod_arrays(again, arrays)
-    assert np.shares_memory(tl.lod_index(again).ev_key, arrays["lod_ev_key"])  # used, not rebuilt
-    for a, b in [(None, None), (100_000, 200_000), (5, 9000)]:
-        assert tl.window(again, a, b, 800, 20000, 100) == tl.window(trace, a, b, 800, 20000, 100)
-    other = _load(tmp_path, events[:10], "other.pt.trace.json")
-    assert not tl.use_lod_arrays(other, arrays)  # another trace's index is refused
-    assert not tl.use_lod_arrays(other, {"lod_params": np.zeros(3, np.int64)})
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    cache = tmp_path / "cache"
+    trace = tb_profiler.load(str(path), cache_dir=cache, background=False)
+    want = {ab: tl.window(trace, *ab, 800, 20000, 100) for ab in [(None, None), (100_000, 200_000), (5, 9000)]}
+    for t in threading.enumerate():  # the index is written by a thread
+        if t.name.startswith("tb_profiler-store-"):
+            t.join()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the index was built again")
+
+    monkeypatch.setattr(tl, "lod_build", no_build)
+    again = tb_profiler.load(str(path), cache_dir=cache)
+    assert again.from_cache
+    for ab, w in want.items():
+        assert tl.window(again, *ab, 800, 20000, 100) == w
 
 
 def test_queue_counters_and_flows_match_the_full_scans():

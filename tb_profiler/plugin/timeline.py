@@ -39,7 +39,6 @@ from tb_profiler.analysis.gpu import device_ids
 from tb_profiler.analysis.intervals import merge_intervals
 from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launched_by_graph, launching_op
-from tb_profiler.analysis.memo import _CACHE as _MEMO
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.range_stats import track_nesting
@@ -273,25 +272,6 @@ def lod_index(trace) -> LodIndex:
     ev = trace.events
     return lod_build(idx.track, idx.depth, ev["ts"], ev["dur"], origin(trace),
                      np.array([t["max_depth"] for t in idx.tracks], dtype=np.int64))
-
-
-def lod_arrays(trace) -> dict[str, np.ndarray]:
-    """The trace's level-of-detail index as plain arrays (name -> ndarray), to store
-    with the trace; ``use_lod_arrays`` puts them back."""
-    return lod_index(trace).arrays()
-
-
-def use_lod_arrays(trace, arrays: dict[str, np.ndarray]) -> bool:
-    """Make ``arrays`` (from ``lod_arrays`` of this trace) the trace's index instead of
-    building it; False (nothing done) when they are of another version or another trace."""
-    try:
-        lod = lod_from_arrays(arrays)
-    except (KeyError, ValueError):
-        return False
-    if lod.events != len(trace.events) or (len(trace.events) and lod.t0 != origin(trace)):
-        return False
-    _MEMO.setdefault(trace, {})[f"{lod_index.__module__}.{lod_index.__qualname__}"] = lod
-    return True
 
 
 BUSY_FIELDS = ("track", "depth", "start_ns", "end_ns", "count")
