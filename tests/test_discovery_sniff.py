@@ -193,7 +193,7 @@ def test_trace_events_beyond_the_head_is_not_found_and_says_where_it_looked(tmp_
     doc = {"schemaVersion": 1, "blob": "x" * (SNIFF_BYTES + 10), "traceEvents": []}
     p = write(tmp_path / "run" / "late.json", doc)
     found = sniff(str(p), p.stat().st_size, p.stat().st_mtime)
-    assert not found.trace and found.reason == "JSON, but not a Kineto trace: no traceEvents in its first 64 KB"
+    assert not found.trace and found.reason == "JSON, but not a Kineto trace: no traceEvents in its first 64 KiB"
 
 
 def test_sniff_reads_only_the_head_of_a_big_gzip(tmp_path, monkeypatch):

@@ -142,7 +142,7 @@ def classify_head(head: bytes) -> Sniff:
     parse: the head is cut anywhere."""
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     whole = len(head) < SNIFF_BYTES
-    within = "in the file" if whole else f"in its first {SNIFF_BYTES >> 10} KB"
+    within = "in the file" if whole else f"in its first {SNIFF_BYTES >> 10} KiB"
     if text[:1] == b"{":
         if _OBJECT_TRACE.search(text) or (_KINETO_VERSION.search(text) and _KINETO_META.search(text)):
             return Sniff(True)
@@ -152,7 +152,7 @@ def classify_head(head: bytes) -> Sniff:
             return Sniff(True)
         return Sniff(False, f"a JSON array, but not of trace events (no \"ph\" {within})")
     if not text:
-        return Sniff(False, "only whitespace" if whole else f"only whitespace in its first {SNIFF_BYTES >> 10} KB")
+        return Sniff(False, "only whitespace" if whole else f"only whitespace in its first {SNIFF_BYTES >> 10} KiB")
     return Sniff(False, f"not JSON: it starts with {bytes(text[:16])!r}")
 
 
