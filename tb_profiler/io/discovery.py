@@ -39,7 +39,7 @@ import re
 import stat as _stat
 from dataclasses import dataclass, field
 
-from tb_profiler.io.read import INFLATE_ERRORS, LINK_LOOP, is_link_loop, is_url, read_head
+from tb_profiler.io.read import INFLATE_ERRORS, LINK_LOOP, is_link_loop, is_url, read_head, remote_tag
 
 __all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "Sniff", "SpanFile",
            "classify_head", "discover", "natural_key", "parse_trace_name", "sniff", "worker_name"]
@@ -58,6 +58,7 @@ class SpanFile:
     path: str         # absolute local path, or the full fsspec URL
     size: int
     mtime: float      # seconds since the epoch; 0.0 where a filesystem reports none
+    tag: str = ""     # a store's content tag (S3's ETag, ...; io.read.remote_tag), '' for local files
 
 
 @dataclass
@@ -126,11 +127,12 @@ _EVENT_KEY = re.compile(rb'"ph"\s*:')
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def sniff(path: str, size: int, mtime: float) -> Sniff:
+def sniff(path: str, size: int, mtime: float, tag: str = "") -> Sniff:
     """Whether the file at path is a Kineto trace, from at most SNIFF_BYTES of its text.
 
-    Keyed by (path, size, mtime) so the watcher re-reads a file only when it changed; a
-    read error raises (OSError, io.read.INFLATE_ERRORS) and is not remembered.
+    Keyed by (path, size, mtime, content tag) so the watcher re-reads a file only when it
+    changed (an object store's mtime has whole seconds: its tag tells a rewrite within the
+    second); a read error raises (OSError, io.read.INFLATE_ERRORS) and is not remembered.
     """
     return classify_head(read_head(path, SNIFF_BYTES))
 
@@ -165,6 +167,7 @@ BROKEN_LINK = "broken symbolic link: its target does not exist"
 LINK_OUTSIDE = "symbolic link pointing outside the logdir: not followed"
 LINK_DIR_INSIDE = "symbolic link to a folder inside the logdir: not followed (its traces are listed under their real folder)"
 DOTDOT = "path has a '..' component: ignored, it could leave the logdir"
+ODD_NAME = "object name has an empty or '.' component (a '//' or '/./' in it): ignored, it does not name one place"
 
 
 _COMPRESSIONS = {".zst", ".zstd", ".bz2", ".xz", ".lzma", ".lz4", ".zip", ".7z", ".br", ".z", ".tgz", ".tar"}
@@ -194,35 +197,37 @@ class _Collector:
 
     def __init__(self, logdir: str, root_name: str):
         self.logdir, self.root_name = logdir, root_name
-        self.folders: dict[str, tuple[str, list[tuple[str, str, int, float]]]] = {}
+        self.folders: dict[str, tuple[str, list[tuple[str, str, int, float, str]]]] = {}
         self.other_json: dict[str, list[SkippedFile]] = {}  # reported only where the folder is a run
         self.skipped: list[SkippedFile] = []
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped.append(SkippedFile(path, reason))
 
-    def file(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float) -> None:
-        """A regular, readable file ``name`` in folder ``rel_dir``."""
+    def file(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float,
+             tag: str = "") -> None:
+        """A regular, readable file ``name`` in folder ``rel_dir`` (tag: its content tag)."""
         if parse_trace_name(name):
             if size == 0:
                 self.skip(path, EMPTY)
             else:
-                self._trace(rel_dir, dir_path, name, path, size, mtime)
+                self._trace(rel_dir, dir_path, name, path, size, mtime, tag)
         elif _looks_like_trace(name):
             self.skip(path, _bad_suffix(name))
         elif _is_json(name):
-            self._other_json(rel_dir, dir_path, name, path, size, mtime)
+            self._other_json(rel_dir, dir_path, name, path, size, mtime, tag)
 
-    def _trace(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float) -> None:
-        self.folders.setdefault(rel_dir, (dir_path, []))[1].append((name, path, size, mtime))
+    def _trace(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float, tag: str) -> None:
+        self.folders.setdefault(rel_dir, (dir_path, []))[1].append((name, path, size, mtime, tag))
 
-    def _other_json(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float) -> None:
+    def _other_json(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float,
+                    tag: str) -> None:
         """A JSON file not named like torch's traces: a trace if its head says so."""
         if size == 0:
             self.other_json.setdefault(rel_dir, []).append(SkippedFile(path, EMPTY))
             return
         try:
-            found = sniff(path, size, mtime)
+            found = sniff(path, size, mtime, tag)
         except INFLATE_ERRORS as e:
             self.skip(path, f"not a readable gzip file: {e}")
             return
@@ -230,7 +235,7 @@ class _Collector:
             self.skip(path, f"cannot be read: {e.strerror or e}")
             return
         if found.trace:
-            self._trace(rel_dir, dir_path, name, path, size, mtime)
+            self._trace(rel_dir, dir_path, name, path, size, mtime, tag)
         else:
             self.other_json.setdefault(rel_dir, []).append(SkippedFile(path, found.reason))
 
@@ -248,21 +253,23 @@ class _Collector:
         return Discovery(self.logdir, runs, sorted(self.skipped, key=lambda s: s.path))
 
     def _workers(self, files) -> dict[str, list[SpanFile]]:
-        by_worker: dict[str, dict[str | None, tuple[str, str, int, float]]] = {}
-        for name, path, size, mtime in sorted(files):
+        by_worker: dict[str, dict[str | None, tuple[str, str, int, float, str]]] = {}
+        for item in sorted(files):
+            name, path, size, mtime, tag = item
             worker, span = worker_name(name)
             spans = by_worker.setdefault(worker, {})
             old = spans.get(span)
             if old is not None:  # e.g. w.1.pt.trace.json next to w.1.pt.trace.json.gz
-                keep, drop = (old, (name, path, size, mtime)) if old[3] >= mtime else ((name, path, size, mtime), old)
+                keep, drop = (old, item) if old[3] >= mtime else (item, old)
                 spans[span] = keep
                 self.skip(drop[1], _duplicate(keep[0]))
             else:
-                spans[span] = (name, path, size, mtime)
+                spans[span] = item
         out = {}
         for worker in sorted(by_worker, key=natural_key):
             ordered = sorted(by_worker[worker].items(), key=lambda kv: -1 if kv[0] is None else int(kv[0]))
-            out[worker] = [SpanFile(span, i, p, size, mtime) for i, (span, (_, p, size, mtime)) in enumerate(ordered, 1)]
+            out[worker] = [SpanFile(span, i, p, size, mtime, tag)
+                           for i, (span, (_, p, size, mtime, tag)) in enumerate(ordered, 1)]
         return out
 
 
@@ -347,8 +354,13 @@ def _walk_fsspec(url: str, c: _Collector) -> None:
 
     fs, root = url_to_fs(url)
     root = root.rstrip("/")
+    _forget_listings(fs, root)
+    try:
+        listed = fs.find(root, detail=True, withdirs=False)
+    finally:  # and leaves none behind: whoever opens one of these objects next asks the store
+        _forget_listings(fs, root)
     prefix = root + "/" if root else ""
-    for path, info in sorted(fs.find(root, detail=True, withdirs=False).items()):
+    for path, info in sorted(listed.items()):
         full = fs.unstrip_protocol(path)
         if not path.startswith(prefix) and prefix:
             continue
@@ -356,13 +368,37 @@ def _walk_fsspec(url: str, c: _Collector) -> None:
         name = parts[-1]
         if any(p.startswith(".") for p in parts if p not in ("..", ".")):
             continue
-        if ".." in parts or "." in parts or "" in parts:
+        if ".." in parts or "." in parts or "" in parts:  # object names are any text
             if _looks_like_trace(name) or _is_json(name):
-                c.skip(full, DOTDOT)
+                c.skip(full, DOTDOT if ".." in parts else ODD_NAME)
             continue
         rel = "/".join(parts[:-1])
         folder = fs.unstrip_protocol(f"{prefix}{rel}" if rel else root)
-        c.file(rel, folder, name, full, int(info.get("size") or 0), _mtime(info))
+        c.file(rel, folder, name, full, int(info.get("size") or 0), _mtime(info), remote_tag(info))
+
+
+def _forget_listings(fs, root: str) -> None:
+    """Drop what the filesystem remembers of listings at and under root, so each scan (and
+    each open after it) sees the store as it is now.
+
+    Why: fsspec keeps one filesystem per set of options for the life of the process, and
+    its listings with it; s3fs's ``find`` fills in only folders it has not listed yet, and
+    ``info`` and ``open`` answer from them, so an object rewritten by another process would
+    keep its old size and ETag (a stale read, or s3fs's FileExpired on the next fetch).
+    """
+    try:
+        fs.invalidate_cache(root)
+    except Exception:  # noqa: BLE001 - nothing remembered, or nothing to forget
+        return
+    cache = getattr(fs, "dircache", None)
+    if not cache:
+        return
+    under = root + "/"
+    try:
+        for key in [k for k in list(cache) if isinstance(k, str) and k.startswith(under)]:
+            cache.pop(key, None)
+    except Exception:  # noqa: BLE001 - a listings cache we cannot walk
+        pass
 
 
 def discover(logdir: str | os.PathLike) -> Discovery:

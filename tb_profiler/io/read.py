@@ -40,13 +40,16 @@ inflater = INFLATERS.get("isal", zlib)
 
 __all__ = ["INFLATE_ERRORS", "LINK_LOOP", "MAX_BYTES_ENV", "NotARegularFile", "is_link_loop", "is_url",
            "map_plain_trace", "max_trace_bytes", "open_regular",
-           "read_head", "read_trace_bytes", "source_id", "stat_key"]
+           "read_head", "read_trace_bytes", "remote_stamp", "remote_tag", "source_id", "stat_key", "url_fs"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _IN_CHUNK = 1 << 20   # compressed bytes fed per call
 _OUT_CHUNK = 1 << 20   # most inflated bytes per call: small enough to stay in cache before the copy
 _HEAD = 1 << 20       # text that must show a JSON value before more is read
 _PROGRESS_STEP = 32 << 20  # inflated bytes between two progress calls
+_DOWNLOAD_CHUNK = 8 << 20  # bytes of a URL read (and reported) at a time when progress is asked for
+_HEAD_BLOCK = 64 << 10    # bytes a URL's head is fetched by
+_GZIP_GUESS = 10  # text per gzip byte, where no trailer was read (trace JSON deflates 9-17x)
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[list(b" \t\r\n")] = True
 MAX_BYTES_ENV = "TB_PROFILER_MAX_TRACE_BYTES"
@@ -162,7 +165,7 @@ def source_id(path_or_url: str | os.PathLike) -> str:
 
 
 def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = None,
-                     progress=None) -> np.ndarray:
+                     progress=None, *, and_decode: bool = False) -> np.ndarray:
     """The (gunzipped) bytes of a trace file, as a writable uint8 array for the decoder.
 
     Why not a bytearray: bytearray(n) zero-fills its memory, which for a big trace costs
@@ -170,17 +173,23 @@ def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = Non
 
     Gzip is recognised by its magic bytes, not the file name; every member of a
     multi-member gzip is read, zero padding after the last is ignored.  max_bytes bounds
-    the text (default: ``max_trace_bytes()``).  progress(done, total): called now and then
-    while gzip is inflated, with the bytes of text so far and the size the gzip trailer
-    announces (or more).  Any failure (missing, unreadable, not a
-    regular file, empty, corrupt or truncated gzip, over the limit, only whitespace)
-    raises TraceFormatError naming the file.
+    the text (default: ``max_trace_bytes()``).
+
+    progress(done, total): called now and then with the work done and in all, in bytes:
+    a URL's gzip bytes as they download, then the text as it downloads (a plain URL), is
+    read (a plain local file, counted at the end) or is inflated (gzip; the trailer's size
+    is the estimate, grown if short); and_decode: total also counts the text once more, for
+    the decode the caller does next (it goes on from the last ``done``, which is reported
+    when the read ends).  Any failure (missing, unreadable, not a regular file, empty,
+    corrupt or truncated gzip, over the limit, only whitespace; for a URL, whatever its
+    filesystem raises) raises TraceFormatError naming the file.
     """
     source = os.fspath(path_or_url) if not isinstance(path_or_url, bytes) else os.fsdecode(path_or_url)
     limit = max_trace_bytes() if max_bytes is None else int(max_bytes)
     over = _limit_text(limit, max_bytes is not None)
+    meter = _Meter(progress, and_decode)
     try:
-        raw = _read_all(path_or_url, source, limit, over)
+        raw = _read_all(path_or_url, source, limit, over, meter)
     except TraceFormatError:
         raise
     except FileNotFoundError:
@@ -195,13 +204,69 @@ def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = Non
         raise TraceFormatError(source, LINK_LOOP if e.errno == errno.ELOOP else f"cannot read: {e.strerror or e}") from None
     except (ImportError, ValueError) as e:  # e.g. an fsspec protocol whose package is missing
         raise TraceFormatError(source, f"cannot read: {type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - a remote filesystem's own errors (botocore's credentials, ...)
+        if not is_url(path_or_url):
+            raise
+        raise TraceFormatError(source, f"cannot read: {type(e).__name__}: {e}") from None
     if len(raw) == 0:
         raise TraceFormatError(source, "empty file")
     if bytes(raw[:2]) == _GZIP_MAGIC:
-        raw = _gunzip(raw, source, limit, over, progress)
+        raw = _gunzip(raw, source, limit, over, meter.inflating() if progress else None)
         if len(raw) == 0:
             raise TraceFormatError(source, "empty file (gzip holds no data)")
+        meter.phase_done(len(raw))
+    elif not is_url(path_or_url):
+        meter.phase_done(len(raw))  # a plain local file: its text, read just now
+    meter.finish(len(raw))
     return raw
+
+
+class _Meter:
+    """read_trace_bytes's progress, phase after phase (a URL's download, inflating gzip):
+    each phase's work is added to what the phases before it did, and ``done`` never goes
+    back."""
+
+    def __init__(self, progress, and_decode: bool):
+        self.progress, self.and_decode = progress, and_decode
+        self.base = 0   # work of the phases over
+        self.last = 0
+
+    def _send(self, done: int, total: int, text: int) -> None:
+        """total: of the read; text: bytes of text expected (counted again for the decode)."""
+        if self.progress is None:
+            return
+        done = self.last = max(done, self.last)
+        try:
+            self.progress(done, max(total + (text if self.and_decode else 0), done))
+        except Exception:  # noqa: BLE001 - a caller's progress callback never breaks a read
+            pass
+
+    def downloading(self, size: int, text_hint: int | None):
+        """f(bytes so far, gzip) reporting a URL's bytes as they arrive: the text itself, or
+        gzip whose text (text_hint bytes, else a guess) is inflated next; None without a
+        progress callback."""
+        if self.progress is None:
+            return None
+
+        def on_bytes(pos: int, gzip: bool) -> None:
+            if gzip:
+                text = text_hint if text_hint else _GZIP_GUESS * size
+                self._send(pos, size + text, text)
+            else:
+                self._send(pos, size, size)
+        return on_bytes
+
+    def phase_done(self, work: int) -> None:
+        self.base += work
+
+    def inflating(self):
+        """The _Sink's progress(text so far, text expected), after what came before."""
+        base = self.base
+        return lambda done, expected: self._send(base + done, base + expected, expected)
+
+    def finish(self, text: int) -> None:
+        """The read is over: all its work is done (the decode's share, when counted, is ahead)."""
+        self._send(self.base, self.base, text)
 
 
 def map_plain_trace(path_or_url: str | os.PathLike, max_bytes: int | None = None):
@@ -262,16 +327,16 @@ def _check_plain_head(buf: np.ndarray, n: int, source: str, whole: bool) -> None
         _check_head(buf, n, source, whole)
 
 
-def _read_all(path_or_url: str | os.PathLike, source: str, limit: int, over: str) -> np.ndarray:
+def _read_all(path_or_url: str | os.PathLike, source: str, limit: int, over: str,
+              meter: "_Meter | None" = None) -> np.ndarray:
     """All bytes of the file (at most ``limit``), read into a buffer of the file's size."""
     if not is_url(path_or_url):
         with open_regular(local_path(path_or_url)) as f:
             size = os.fstat(f.fileno()).st_size
             _check_size(size, limit, source, over)
             return _readinto_all(f, size, source)
-    import fsspec
-
-    with fsspec.open(os.fspath(path_or_url), "rb") as f:
+    fs, path = url_fs(os.fspath(path_or_url))
+    with fs.open(path, "rb", block_size=_DOWNLOAD_CHUNK) as f:
         size = getattr(f, "size", None)
         if size is None:
             try:
@@ -283,9 +348,52 @@ def _read_all(path_or_url: str | os.PathLike, source: str, limit: int, over: str
             _check_size(len(data), limit, source, over)
             buf = np.frombuffer(bytearray(data), dtype=np.uint8)
             _check_plain_head(buf, len(buf), source, True)
-            return buf
-        _check_size(int(size), limit, source, over)
-        return _readinto_all(f, int(size), source)
+        else:
+            size = int(size)
+            _check_size(size, limit, source, over)
+            on_bytes = meter.downloading(size, _gzip_size_hint(f, size, path)) if meter is not None else None
+            buf = _readinto_all(f, size, source, on_bytes)
+    if meter is not None:
+        meter.phase_done(len(buf))
+    return buf
+
+
+def url_fs(url: str):
+    """(filesystem, path) of an fsspec URL, with the filesystem's cached listings of that
+    path forgotten: what it says of the object (size, ETag) is the store's now.
+
+    Why: fsspec keeps filesystems (and with them their listings) for the life of the
+    process, and s3fs answers ``info`` from the listing of the last ``find``; an object
+    rewritten by another process since would be stat'ed, keyed in the cache and read as
+    the old version (wrong size, or served stale).
+    """
+    from fsspec.core import url_to_fs
+
+    fs, path = url_to_fs(url)
+    try:
+        fs.invalidate_cache(path)
+    except Exception:  # noqa: BLE001 - a filesystem without listings to forget
+        pass
+    return fs, path
+
+
+def _gzip_size_hint(f, size: int, path: str) -> int | None:
+    """The text size a gzip object's trailer announces (ISIZE), read before the download so
+    its progress has a total; None for a name not ending in .gz (not read: a plain object
+    costs no extra request) or when the file cannot seek."""
+    if size < 18 or not str(path).endswith(".gz"):
+        return None
+    try:
+        f.seek(size - 4)
+        tail = f.read(4)
+        f.seek(0)
+    except Exception:  # noqa: BLE001 - only an estimate; the read reports any real problem
+        try:
+            f.seek(0)
+        except Exception:  # noqa: BLE001
+            pass
+        return None
+    return int.from_bytes(tail, "little") if len(tail) == 4 else None
 
 
 def _check_size(size: int, limit: int, source: str, over: str) -> None:
@@ -294,14 +402,28 @@ def _check_size(size: int, limit: int, source: str, over: str) -> None:
         raise TraceFormatError(source, f"the file is {size} bytes, over the limit of {over}")
 
 
-def _readinto_all(f, size: int, source: str) -> np.ndarray:
-    """The file's bytes; the head first, so a plain file of whitespace fails before the rest."""
+def _readinto_all(f, size: int, source: str, on_bytes=None) -> np.ndarray:
+    """The file's bytes; the head first, so a plain file of whitespace fails before the rest.
+
+    on_bytes(bytes so far, gzip): a download's progress; the file is then read
+    _DOWNLOAD_CHUNK bytes at a time (one request each at most, for an object store)."""
     buf = _alloc(size)
     view = memoryview(buf)
     pos = _fill(f, view, 0, min(size, _HEAD))
     _check_plain_head(buf, pos, source, pos < _HEAD)
+    gzip = bytes(buf[:2]) == _GZIP_MAGIC
+    if on_bytes is not None:
+        on_bytes(pos, gzip)
     if pos == min(size, _HEAD):
-        pos = _fill(f, view, pos, size)
+        if on_bytes is None:
+            pos = _fill(f, view, pos, size)
+        else:
+            while pos < size:
+                got = _fill(f, view, pos, min(size, pos + _DOWNLOAD_CHUNK))
+                if got == pos:
+                    break
+                pos = got
+                on_bytes(pos, gzip)
     view.release()
     if pos < size:  # shrank while reading
         return buf[:pos]
@@ -444,9 +566,10 @@ def read_head(path_or_url: str | os.PathLike, n: int) -> bytes:
     folder of big files.  Raises OSError (NotARegularFile included) or INFLATE_ERRORS.
     """
     if is_url(path_or_url):
-        import fsspec
-
-        with fsspec.open(os.fspath(path_or_url), "rb") as f:
+        fs, path = url_fs(os.fspath(path_or_url))
+        # A small block: the default (s3fs: 50 MiB read ahead) would fetch that much of
+        # every file sniffed.
+        with fs.open(path, "rb", block_size=_HEAD_BLOCK) as f:
             return _head_of(f, n)
     with open_regular(local_path(path_or_url)) as f:
         return _head_of(f, n)
@@ -471,23 +594,44 @@ def _head_of(f, n: int) -> bytes:
 def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:
     """(size in bytes, modification stamp) identifying one version of a file, for the cache.
 
-    The stamp is st_mtime_ns for local files; for fsspec URLs it is the backend's
-    modification time in ns when it has one, else its ETag / created time as text.
+    The stamp is st_mtime_ns for local files.  For fsspec URLs it comes from the store now
+    (cached listings forgotten, see url_fs): the modification time in ns, and where the
+    store gives a content tag (S3's ETag, GCS's generation...) ``"<ns>:<tag>"``.  Why the
+    tag: S3's LastModified has whole seconds, so an object rewritten within the second at
+    the same size would otherwise keep its key and be served stale from the cache.
     Raises OSError (FileNotFoundError, ...) like os.stat.
     """
     if not is_url(path_or_url):
         st = os.stat(local_path(path_or_url))
         return int(st.st_size), int(st.st_mtime_ns)
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(os.fspath(path_or_url))
+    fs, path = url_fs(os.fspath(path_or_url))
     info = fs.info(path)
-    size = int(info.get("size") or 0)
-    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "ETag", "etag",
-                "md5Hash", "created"):
+    return int(info.get("size") or 0), remote_stamp(info)
+
+
+_TIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "timeCreated")
+_TAG_KEYS = ("ETag", "etag", "generation", "VersionId", "version_id", "md5Hash", "content_md5", "crc32c")
+
+
+def remote_tag(info: dict) -> str:
+    """The content tag an fsspec ``info`` (or listing entry) gives, '' where none."""
+    for key in _TAG_KEYS:
+        value = info.get(key)
+        if value not in (None, ""):
+            return str(value).strip('"')
+    return ""
+
+
+def remote_stamp(info: dict) -> int | str:
+    """The modification stamp of stat_key from an fsspec info: time in ns, plus the content
+    tag where there is one."""
+    when: int | str = ""
+    for key in _TIME_KEYS:
         if info.get(key) is not None:
-            return size, _stamp(info[key])
-    return size, ""
+            when = _stamp(info[key])
+            break
+    tag = remote_tag(info)
+    return f"{when}:{tag}" if tag else when
 
 
 def _stamp(value) -> int | str:

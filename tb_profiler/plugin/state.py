@@ -77,10 +77,11 @@ class FileEntry:
     summary: Any = None           # its TraceSummary once S_READY
     summary_queued: bool = False  # in the summary thread's queue
     fraction: float = 0.0         # of its text decoded so far, while it loads (progress inside one file)
+    tag: str = ""                 # an object store's content tag (ETag): tells a rewrite within mtime's second
 
     @property
     def key(self) -> tuple:
-        return (self.path, self.size, self.mtime)
+        return (self.path, self.size, self.mtime, self.tag)
 
 
 def env_number(name: str, default: float, lo: float, hi: float) -> float:
@@ -280,12 +281,12 @@ class ProfilerState:
                 for worker, spans in run.workers.items():
                     for s in spans:
                         e = old.get(s.path)
-                        if (e is not None and e.size == s.size and e.mtime == s.mtime
+                        if (e is not None and e.size == s.size and e.mtime == s.mtime and e.tag == s.tag
                                 and e.run == run.name and e.worker == worker):
                             e.index, e.suffix = s.index, s.span
                         else:
                             e = FileEntry(run.name, worker, s.index, s.span, s.path,
-                                          _relative(s.path, found.logdir), s.size, s.mtime)
+                                          _relative(s.path, found.logdir), s.size, s.mtime, tag=s.tag)
                         new[s.path] = e
             changed = set(new) != set(old) or any(new[p] is not old.get(p) for p in new)
             for path in set(self._lru) - {p for p, e in new.items() if e is old.get(p)}:

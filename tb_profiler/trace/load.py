@@ -44,8 +44,9 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     max_bytes: most bytes of JSON text (inflated) to accept; default
         $TB_PROFILER_MAX_TRACE_BYTES or half the available memory (io.read.max_trace_bytes).
     progress(done, total): called now and then (from another thread while the text is
-        decoded) with the work done so far and in all, in bytes of JSON text: decoded, and
-        for a gzip file (or a URL) first inflated (then total is twice the text).
+        decoded) with the work done so far and in all, in bytes: the JSON text decoded; for
+        a gzip file first inflated (then total is twice the text); for a URL first
+        downloaded (its bytes: the text, or the gzip inflated next).
     background: write the cache entry in a thread (``Trace.cache_path`` waits for it);
         False writes it before returning.
     Raises TraceFormatError for an unreadable, malformed or too big file, and when memory
@@ -106,12 +107,18 @@ def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0
     mapped = map_plain_trace(path, max_bytes)
     if mapped is not None:
         buf, file = mapped
-    else:  # gzip or a URL: inflating is the first half of the work shown, decoding the second
-        inflating = (lambda done, total: _report(progress, done, 2 * total)) if progress else None
-        buf, file = read_trace_bytes(path, max_bytes, progress=inflating), None
+    else:  # gzip or a URL: downloading and inflating come first, then the decode of the text
+        read = [0]
+
+        def reading(done: int, total: int) -> None:
+            read[0] = done
+            _report(progress, done, total)
+
+        buf = read_trace_bytes(path, max_bytes, progress=reading if progress else None, and_decode=True)
+        file, already = None, read[0]
     t_read = time.perf_counter()
     try:
-        with _Reporter(progress, len(buf), already=0 if file is not None else len(buf)) as counter:
+        with _Reporter(progress, len(buf), already=0 if file is not None else already) as counter:
             decoded = _decode.decode(buf, source, keep_input=file is not None, progress=counter)
         t_decoded = time.perf_counter()
         if file is not None:
