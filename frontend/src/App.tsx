@@ -3,6 +3,7 @@
 
 import { useEffect, useMemo, useState } from "react";
 import { reloadAll, useApi } from "./api/hooks";
+import { skippedFiles } from "./api/skipped";
 import type { RunsReply, StatusReply } from "./api/types";
 import { Empty, ErrorBox, Progress, Select } from "./components/common";
 import { Name } from "./components/Name";
@@ -61,9 +62,7 @@ function useTicker(ms: number | null): number {
 function StatusBadge({ status }: { status: StatusReply | null }) {
   const [open, setOpen] = useState(false);
   if (!status) return null;
-  // the server's list names every file that could not be used: found but unreadable, failed
-  // to load, or not summarized (each once)
-  const problems = status.skipped ?? [];
+  const problems = skippedFiles(status);
   const pct = status.total_bytes > 0 ? (100 * status.loaded_bytes) / status.total_bytes : null;
   return (
     <div className="status-area">

@@ -2,7 +2,9 @@
 // renderer. Tooltips are HTML: every formatter escapes (util/escape), and the default
 // formatter is never used for untrusted names (see tooltip helpers below). The option
 // last drawn is kept on the chart's element as `tbOption` (for tests and tools: what a
-// chart shows can be read without scraping the canvas).
+// chart shows can be read without scraping the canvas). A chart's title and subtitle are
+// HTML above the canvas (never ECharts' title, whose subtitle could overlap it), and its
+// value axes take their ticks from util/ticks (valueAxis).
 
 import { useEffect, useRef } from "react";
 import * as echarts from "echarts/core";
@@ -13,7 +15,7 @@ import {
 } from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
 import type { EChartsCoreOption } from "echarts/core";
-import { escapeHtml, tooltipLine } from "../util/escape";
+import { nameHtml, tooltipLine } from "../util/escape";
 
 echarts.use([
   BarChart, HeatmapChart, LineChart, PieChart, ScatterChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
@@ -39,9 +41,13 @@ interface Props {
    * express (e.g. arming the brush so a drag on the plot selects a range).
    */
   afterSetOption?: (chart: echarts.ECharts) => void;
+  /** a title above the chart (HTML: it wraps, and nothing drawn can overlap it) */
+  title?: string;
+  /** a line under the title */
+  subtitle?: string;
 }
 
-export function Chart({ option, dark, height = 300, events, className, ariaLabel, afterSetOption }: Props) {
+export function Chart({ option, dark, height = 300, events, className, ariaLabel, afterSetOption, title, subtitle }: Props) {
   const el = useRef<HTMLDivElement>(null);
   const chart = useRef<echarts.ECharts | null>(null);
   const eventsRef = useRef<ChartEvents | undefined>(events);
@@ -73,7 +79,7 @@ export function Chart({ option, dark, height = 300, events, className, ariaLabel
         backgroundColor: "transparent",
         color: PALETTE,
         textStyle: { fontFamily: "inherit" },
-        ...option,
+        ...withBinTicks(option),
       },
       { notMerge: true },
     );
@@ -81,7 +87,27 @@ export function Chart({ option, dark, height = 300, events, className, ariaLabel
     afterRef.current?.(c);
   }, [option, dark]);
 
-  return <div ref={el} className={className ?? "chart"} style={{ height }} role="img" aria-label={ariaLabel} />;
+  // always the same elements: the chart stays bound to its element when a title comes or goes
+  return (
+    <figure className="chart-figure">
+      {(title || subtitle) && (
+        <figcaption className="chart-head">
+          {title && <div className="chart-title">{title}</div>}
+          {subtitle && <div className="chart-subtitle">{subtitle}</div>}
+        </figcaption>
+      )}
+      <div ref={el} className={className ?? "chart"} style={{ height }} role="img" aria-label={ariaLabel} />
+    </figure>
+  );
+}
+
+/** A category x axis of bins may carry `tbBinTicks`, a value axis over the bins' positions
+ * (bin i from i to i + 1) whose ticks mark nice values (views/why/Launches): drawn as a
+ * second x axis under it. */
+function withBinTicks(option: EChartsCoreOption): EChartsCoreOption {
+  const x = option.xAxis as Record<string, unknown> | undefined;
+  if (!x || Array.isArray(x) || !x.tbBinTicks) return option;
+  return { ...option, xAxis: [x, x.tbBinTicks] };
 }
 
 /** Tooltip for axis-triggered charts: the axis value, then one escaped line per series. */
@@ -96,14 +122,14 @@ export function axisTooltip(fmt: (v: number) => string, title?: (axisValue: stri
         const v = Array.isArray(p.value) ? p.value[p.encode?.y?.[0] ?? 1] : p.value;
         return tooltipLine(String(p.color ?? "#888"), p.seriesName, fmt(Number(v)));
       });
-    return `<div class="tt-title">${escapeHtml(head)}</div>${lines.join("<br>")}`;
+    return `<div class="tt-title">${nameHtml(head)}</div>${lines.join("<br>")}`;
   };
 }
 
 /** Tooltip for pie charts: escaped name, formatted value and share. */
 export function pieTooltip(fmt: (v: number) => string) {
   return (p: any) =>
-    `<div class="tt-title tt-wrap">${escapeHtml(p.name)}</div>` +
+    `<div class="tt-title tt-wrap">${nameHtml(p.name)}</div>` +
     tooltipLine(String(p.color ?? "#888"), fmt(Number(p.value)), `${Number(p.percent ?? 0).toFixed(1)}%`);
 }
 

@@ -5,6 +5,7 @@ import type { ApiState } from "../api/hooks";
 import type { LoadingReply } from "../api/types";
 import { fmtBytes, fmtCount } from "../util/format";
 import { showBidiControls } from "../util/bidi";
+import { Name } from "./Name";
 
 /** The backend's "notes": why a part is empty or partial, in words. */
 export function Notes({ notes }: { notes?: (string | null | undefined)[] | null }) {
@@ -13,7 +14,7 @@ export function Notes({ notes }: { notes?: (string | null | undefined)[] | null 
   return (
     <ul className="notes" aria-label="Notes">
       {list.map((n, i) => (
-        <li key={i}>{n}</li>
+        <li key={i}><Name text={n} /></li>
       ))}
     </ul>
   );
@@ -160,14 +161,14 @@ export function Tabs<T extends string>({ value, options, onChange, label }: { va
   );
 }
 
-/** A key/value list of untrusted text. */
+/** A key/value list of untrusted text (text values isolated, components/Name). */
 export function KeyValues({ items }: { items: [string, ReactNode][] }) {
   return (
     <dl className="kv">
       {items.map(([k, v]) => (
         <div key={k} className="kv-row">
           <dt>{k}</dt>
-          <dd>{v}</dd>
+          <dd>{typeof v === "string" ? <Name text={v} /> : v}</dd>
         </div>
       ))}
     </dl>

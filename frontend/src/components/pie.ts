@@ -6,11 +6,14 @@
 //   slices stay readable instead of thin wedges beside one big grey one;
 // - slices that nest (total times: an operator's total includes its children's) are never
 //   a pie, whose parts must add up to the whole: a bar chart ranks them instead.
-// Names go through util/bidi (their bidi controls shown) and tooltips escape them.
+// Names go through util/bidi (their bidi controls shown) and tooltips escape them. The
+// title and the bar chart's "why" line are HTML above the chart (Chart's title/subtitle),
+// the bars' value axis has nice ticks (util/ticks).
 
 import type { PieSlice } from "../api/types";
 import { showBidiControls } from "../util/bidi";
-import { escapeHtml, tooltipLine } from "../util/escape";
+import { nameHtml, tooltipLine } from "../util/escape";
+import { extentOf, valueAxis, type TickUnit } from "../util/ticks";
 import { PALETTE, TOOLTIP_BASE, pieTooltip } from "./Chart";
 
 export const OTHER_NAME = "Other";
@@ -84,36 +87,45 @@ export interface PieOptions {
   nested?: boolean;
   /** formats a value (ns) */
   fmt: (ns: number) => string;
+  /** the values' unit, for the bars' axis (default: durations) */
+  unit?: TickUnit;
   /** legend / axis label length */
   labelMax?: number;
 }
 
-/** Height in px a chart of these slices needs. */
+/** Height in px the canvas of a chart of these slices needs (the title is above it). */
 export function pieHeight(kind: PieKind, n: number): number {
-  return kind === "pie" ? 260 : Math.max(260, 64 + 18 * n);
+  return kind === "pie" ? 236 : Math.max(216, 24 + 18 * n);
 }
 
-/** The ECharts option of a "pie" chart and what it was drawn as. */
-export function pieChartOption(title: string, slices: PieSlice[], opts: PieOptions): { kind: PieKind; option: Record<string, unknown> } {
+export interface PieChart {
+  kind: PieKind;
+  option: Record<string, unknown>;
+  title: string;
+  /** bars: why they are not a pie */
+  subtitle?: string;
+}
+
+/** The ECharts option of a "pie" chart, what it was drawn as, and its title and subtitle. */
+export function pieChartOption(title: string, slices: PieSlice[], opts: PieOptions): PieChart {
   const kind = pieKind(slices, opts.nested);
   const labels = legendLabels(slices.map((s) => s.name), opts.labelMax ?? 32);
   const label = (n: string) => labels.get(n) ?? n;
-  const titleOpt = { text: title, left: "center", top: 0, textStyle: { fontSize: 13, fontWeight: 500 } };
   if (kind === "pie") {
     return {
       kind,
+      title,
       option: {
-        title: titleOpt,
         tooltip: { ...TOOLTIP_BASE, trigger: "item", formatter: pieTooltip(opts.fmt) },
         legend: {
-          type: "scroll", orient: "vertical", right: 0, top: 28, bottom: 0, width: "42%",
+          type: "scroll", orient: "vertical", right: 0, top: 4, bottom: 0, width: "42%",
           formatter: label,
-          tooltip: { ...TOOLTIP_BASE, show: true, formatter: (p: { name?: string }) => escapeHtml(showBidiControls(String(p.name ?? ""))) },
+          tooltip: { ...TOOLTIP_BASE, show: true, formatter: (p: { name?: string }) => nameHtml(p.name) },
         },
         series: [{
           type: "pie",
-          radius: ["30%", "62%"],
-          center: ["28%", "55%"],
+          radius: ["32%", "66%"],
+          center: ["28%", "50%"],
           label: { show: false },
           data: slices.map((s) => ({ name: s.name, value: s.value_ns })),
         }],
@@ -126,22 +138,23 @@ export function pieChartOption(title: string, slices: PieSlice[], opts: PieOptio
     : `"${OTHER_NAME}" is ${(100 * otherShare(slices)).toFixed(0)}% of the time: ranked, not a pie`;
   return {
     kind,
+    title,
+    subtitle: why,
     option: {
-      title: { ...titleOpt, subtext: why, subtextStyle: { fontSize: 11 }, itemGap: 2 },
       tooltip: {
         ...TOOLTIP_BASE,
         trigger: "item",
         formatter: (p: { dataIndex: number; color?: string }) => {
           const s = slices[p.dataIndex];
           if (!s) return "";
-          const head = `<div class="tt-title tt-wrap">${escapeHtml(showBidiControls(s.name))}</div>`;
+          const head = `<div class="tt-title tt-wrap">${nameHtml(s.name)}</div>`;
           return head + (opts.nested || total <= 0
             ? tooltipLine(String(p.color ?? "#888"), "Time", opts.fmt(s.value_ns))
             : tooltipLine(String(p.color ?? "#888"), opts.fmt(s.value_ns), `${((100 * s.value_ns) / total).toFixed(1)}%`));
         },
       },
-      grid: { left: 8, right: 16, top: 48, bottom: 8, containLabel: true },
-      xAxis: { type: "value", axisLabel: { formatter: (v: number) => opts.fmt(v), hideOverlap: true } },
+      grid: { left: 8, right: 24, top: 8, bottom: 8, containLabel: true },
+      xAxis: valueAxis(...extentOf(slices.map((s) => s.value_ns)), opts.unit ?? "duration"),
       yAxis: {
         type: "category",
         inverse: true,

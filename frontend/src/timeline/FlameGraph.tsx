@@ -1,7 +1,11 @@
 // An aggregated flame graph on a canvas (module tree): each node as wide as its time,
 // children under their parent. Click a node to zoom into it, hover for its numbers.
+// Names on the canvas show their bidi controls as markers (util/bidi: canvasLabel), in the
+// tooltip they are isolated (components/Name).
 
 import { useEffect, useMemo, useRef, useState } from "react";
+import { Name } from "../components/Name";
+import { canvasLabel } from "../util/bidi";
 import { fmtDuration } from "../util/format";
 import { nameColor, palette } from "./colors";
 import { fitRange, hitTest, spanToPx, type Viewport } from "./coords";
@@ -77,6 +81,7 @@ export function FlameGraph({ nodes, dark }: { nodes: FlameNode[]; dark: boolean 
     ctx.fillRect(0, 0, width, height);
     ctx.font = "11px system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
     ctx.textBaseline = "middle";
+    ctx.direction = "ltr";
     const charW = Math.max(5, ctx.measureText("abcdefghijklmnopqrstuvwxyz_:").width / 28);
     for (const it of flat.items) {
       const px = spanToPx(it.ts_ns, it.dur_ns, view, 0.5);
@@ -90,7 +95,7 @@ export function FlameGraph({ nodes, dark }: { nodes: FlameNode[]; dark: boolean 
         const n = Math.floor((vw - 6) / charW);
         if (n >= 2) {
           ctx.fillStyle = dark ? "#f2f2f2" : "#1a1a1a";
-          ctx.fillText(it.node.name.length > n ? it.node.name.slice(0, n - 1) + "…" : it.node.name, vx + 3, y + ROW / 2);
+          ctx.fillText(canvasLabel(it.node.name, n), vx + 3, y + ROW / 2);
         }
       }
     }
@@ -130,10 +135,10 @@ export function FlameGraph({ nodes, dark }: { nodes: FlameNode[]; dark: boolean 
       />
       {hover && (
         <div className="tl-tip" style={{ left: Math.min(hover.x + 12, width - 260), top: hover.y + 14 }}>
-          <div className="tl-tip-name">{hover.item.node.name}</div>
+          <div className="tl-tip-name"><Name text={hover.item.node.name} /></div>
           <div className="muted">
             {fmtDuration(hover.item.dur_ns)}
-            {hover.item.node.detail ? ` · ${hover.item.node.detail}` : ""}
+            {hover.item.node.detail ? <> · <Name text={hover.item.node.detail} /></> : ""}
           </div>
         </div>
       )}

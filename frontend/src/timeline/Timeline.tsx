@@ -6,7 +6,8 @@
 // scroll (wheel), click for details, hover for a tooltip, time-range selection (drag on
 // the ruler: a band over every track, owned by the parent; Escape or a click on the
 // ruler clears it). Names are drawn with
-// fillText or shown as React text: never HTML. Arrows (flows) are drawn from their
+// fillText (their bidi controls as visible markers, util/bidi: canvasLabel, so that a
+// U+202E cannot reverse a label) or shown as React text (components/Name): never HTML. Arrows (flows) are drawn from their
 // endpoints' coordinates, so an end merged into a busy block or outside the window
 // still gets its arrow; what was drawn is mirrored into data- attributes of the
 // timeline's box (data-flows, data-counters, data-tracks, data-window-*, data-range-*,
@@ -15,6 +16,8 @@
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
+import { Name } from "../components/Name";
+import { canvasLabel } from "../util/bidi";
 import { fmtDuration } from "../util/format";
 import { counterFill, nameColor, palette } from "./colors";
 import { rangeEdge, rangeFromDrag, rangeLabel } from "./rangeSelect";
@@ -195,6 +198,7 @@ export function Timeline(props: Props) {
     ctx.fillRect(0, 0, W, H);
     ctx.font = "11px system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
     ctx.textBaseline = "middle";
+    ctx.direction = "ltr";
     const charW = Math.max(5, ctx.measureText("abcdefghijklmnopqrstuvwxyz_:").width / 28);
     const tk = ticks(view, 100);
 
@@ -231,7 +235,7 @@ export function Timeline(props: Props) {
         ctx.fillStyle = counterFill(cn.kind, dark);
         ctx.fill();
       }
-      const label = cn.max !== undefined ? cn.name : `${cn.name}${max > 0 ? ` (max ${cn.format(max)})` : ""}`;
+      const label = canvasLabel(cn.max !== undefined ? cn.name : `${cn.name}${max > 0 ? ` (max ${cn.format(max)})` : ""}`, Math.max(2, Math.floor((W - 20) / charW)));
       ctx.globalAlpha = 0.8; // the label stays readable over the area
       ctx.fillStyle = pal.header;
       ctx.fillRect(2, y0 + 2, ctx.measureText(label).width + 8, 14);
@@ -261,7 +265,7 @@ export function Timeline(props: Props) {
       ctx.fillRect(0, y, W, HEADER_H);
       ctx.fillStyle = pal.headerText;
       const label = `${collapsed.has(t.id) ? "▸" : "▾"} ${t.process} — ${t.thread}`;
-      ctx.fillText(label.length > W / charW ? label.slice(0, Math.floor(W / charW) - 1) + "…" : label, 6, y + HEADER_H / 2);
+      ctx.fillText(canvasLabel(label, Math.max(2, Math.floor(W / charW))), 6, y + HEADER_H / 2);
     }
 
     // busy blocks (merged sub-pixel events)
@@ -299,8 +303,7 @@ export function Timeline(props: Props) {
         const n = Math.floor((vw - 6) / charW);
         if (n >= 2) {
           ctx.fillStyle = dark ? "#f2f2f2" : "#1a1a1a";
-          const s = e.name.length > n ? e.name.slice(0, n - 1) + "…" : e.name;
-          ctx.fillText(s, vx + 3, y + ROW_H / 2);
+          ctx.fillText(canvasLabel(e.name, n), vx + 3, y + ROW_H / 2);
         }
       }
       if (match) {
@@ -385,7 +388,7 @@ export function Timeline(props: Props) {
       ctx.lineTo(x, RULER_H);
       ctx.strokeStyle = pal.muted;
       ctx.stroke();
-      ctx.fillText(tickLabel(t, tk.step), x + 3, RULER_H / 2 - 2);
+      ctx.fillText(tickLabel(t, tk.step, tk.magnitude), x + 3, RULER_H / 2 - 2);
     }
     // the highlight's spans: a strip along the bottom of the ruler
     if (highlightSpans && highlightSpans.length) {
@@ -640,14 +643,14 @@ export function Timeline(props: Props) {
         <div className="tl-tip" style={{ left: Math.min(hover.x + 12, width - 260), top: hover.y + 14 }}>
           {hover.ev ? (
             <>
-              <div className="tl-tip-name">{hover.ev.name}</div>
+              <div className="tl-tip-name"><Name text={hover.ev.name} /></div>
               <div className="muted">
-                {hover.ev.cat} · {fmtDuration(hover.ev.dur_ns)} · at {fmtDuration(hover.ev.ts_ns)}
+                <Name text={hover.ev.cat} /> · {fmtDuration(hover.ev.dur_ns)} · at {fmtDuration(hover.ev.ts_ns)}
               </div>
             </>
           ) : hover.counter ? (
             <>
-              <div className="tl-tip-name">{hover.counter.name}</div>
+              <div className="tl-tip-name"><Name text={hover.counter.name} /></div>
               <div className="muted">
                 {hover.counter.value} at {fmtDuration(hover.counter.t)}
               </div>

@@ -3,6 +3,8 @@
 // clamping to the trace, tick marks, track layout and hit testing. Pure functions,
 // so they are unit-tested without a canvas.
 
+import { axisUnit, niceStep, tickFormatter } from "../util/ticks";
+
 export interface Viewport {
   /** first visible time, ns */
   start: number;
@@ -73,39 +75,24 @@ export function fitRange(t0: number, t1: number, width: number, bounds: Range, p
   return clampViewport({ start: lo - m, end: lo + dur + m, width }, bounds);
 }
 
-/** 1, 2 or 5 times a power of ten, the first at least `raw`. */
-export function niceStep(raw: number): number {
-  if (!(raw > 0) || !Number.isFinite(raw)) return 1;
-  const p = Math.pow(10, Math.floor(Math.log10(raw)));
-  for (const m of [1, 2, 5, 10]) {
-    if (m * p >= raw * (1 - 1e-9)) return m * p;
-  }
-  return 10 * p;
-}
+export { niceStep };
 
-/** Tick times for the window, about `minPx` pixels apart, on round values. */
-export function ticks(vp: Viewport, minPx = 90): { step: number; times: number[] } {
-  const step = niceStep(nsPerPx(vp) * minPx);
+/** Tick times for the window, about `minPx` pixels apart, on nice values (util/ticks);
+ * `magnitude` picks the one unit of the ruler's labels (tickLabel). */
+export function ticks(vp: Viewport, minPx = 90): { step: number; times: number[]; magnitude: number } {
+  const step = niceStep(nsPerPx(vp) * minPx, true);
   const first = Math.ceil(vp.start / step) * step;
   const times: number[] = [];
   for (let t = first; t < vp.end && times.length < 1000; t += step) {
     times.push(Math.round(t / step) * step);
   }
-  return { step, times };
+  return { step, times, magnitude: Math.max(Math.abs(vp.start), Math.abs(vp.end)) };
 }
 
-/** A tick label in the unit of its magnitude, with the decimals the step needs: "12.5 ms". */
-export function tickLabel(t: number, step: number): string {
-  const units: [number, string][] = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
-  const mag = Math.max(Math.abs(t), step);
-  for (const [scale, name] of units) {
-    if (mag >= scale || scale === 1) {
-      const v = t / scale;
-      const decimals = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / scale) - 1e-9)));
-      return `${v.toFixed(decimals)} ${name}`;
-    }
-  }
-  return String(t);
+/** A tick label in the unit of the axis' magnitude (default: the tick's own), with the
+ * decimals the step needs: "12.5 ms" (util/ticks, as every chart's axis). */
+export function tickLabel(t: number, step: number, magnitude = Math.max(Math.abs(t), step)): string {
+  return tickFormatter(axisUnit("duration", magnitude), step)(t);
 }
 
 /** Horizontal extent of an event on the canvas: clipped to it, at least `minW` wide. */

@@ -36,3 +36,30 @@ export function splitBidi(s: string): { text: string; control: boolean }[] {
   if (last < s.length) out.push({ text: s.slice(last), control: false });
   return out;
 }
+
+/**
+ * A name as text drawn on a canvas (fillText: no element can isolate it), at most `max`
+ * characters: its bidi controls shown as markers, so that a U+202E cannot draw the label
+ * reversed; a longer one cut with "…" between characters, never inside a marker.
+ */
+export function canvasLabel(s: string, max: number): string {
+  const shown = showBidiControls(s);
+  if (Array.from(shown).length <= max) return shown;
+  const budget = Math.max(0, max - 1);
+  let out = "";
+  let n = 0;
+  for (const p of splitBidi(s)) {
+    const chars = Array.from(p.control ? bidiMarker(p.text) : p.text);
+    if (p.control) {
+      if (n + chars.length > budget) break;
+      out += chars.join("");
+      n += chars.length;
+      continue;
+    }
+    const take = Math.min(chars.length, budget - n);
+    out += chars.slice(0, take).join("");
+    n += take;
+    if (take < chars.length) break;
+  }
+  return out + "…";
+}

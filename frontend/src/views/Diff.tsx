@@ -13,8 +13,10 @@ import { Chart, TOOLTIP_BASE, shortName } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select, Stat, Tabs } from "../components/common";
 import { setState } from "../state/store";
-import { escapeHtml, tooltipLine } from "../util/escape";
+import { showBidiControls } from "../util/bidi";
+import { nameHtml, tooltipLine } from "../util/escape";
 import { fmtDeltaDuration, fmtDuration, fmtPct } from "../util/format";
+import { extentOf, valueAxis } from "../util/ticks";
 
 type Metric = "host_self_ns" | "host_total_ns" | "device_self_ns" | "device_total_ns" | "total_ns";
 
@@ -75,7 +77,7 @@ const SIDE_COLORS = { a: "#91a7d0", b: "#5470c6" };
 
 /** Per category (API order: largest |Δ| at the top), A's and B's time per step and the delta
  * (red: B spends more, green: less). */
-function breakdownChart(rows: DiffBreakdownRow[]) {
+export function breakdownChart(rows: DiffBreakdownRow[]) {
   const shown = rows.filter((r) => r.time_ns_a || r.time_ns_b).reverse(); // a category axis draws bottom-up
   const bar = (name: string, color: string, value: (r: DiffBreakdownRow) => number | null, itemColor?: (r: DiffBreakdownRow) => string) => ({
     name,
@@ -93,7 +95,7 @@ function breakdownChart(rows: DiffBreakdownRow[]) {
         axisPointer: { type: "shadow" },
         formatter: (ps: any[]) => {
           const r = shown[ps[0]?.dataIndex ?? 0];
-          return `<div class="tt-title">${escapeHtml(r.label)}</div>` +
+          return `<div class="tt-title">${nameHtml(r.label)}</div>` +
             tooltipLine(SIDE_COLORS.a, "A", fmtDuration(r.time_ns_a)) + "<br>" +
             tooltipLine(SIDE_COLORS.b, "B", fmtDuration(r.time_ns_b)) + "<br>" +
             tooltipLine(deltaColor(r), "B − A", `${fmtDeltaDuration(r.time_ns_delta)}${r.delta_pct != null ? ` (${fmtPct(r.delta_pct)} of A's step)` : ""}`);
@@ -101,8 +103,8 @@ function breakdownChart(rows: DiffBreakdownRow[]) {
       },
       legend: { top: 0, data: ["A", "B", "B − A"] },
       grid: { left: 12, right: 40, top: 30, bottom: 30, containLabel: true },
-      xAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
-      yAxis: { type: "category", data: shown.map((r) => r.label) },
+      xAxis: valueAxis(...extentOf(shown.flatMap((r) => [r.time_ns_a, r.time_ns_b, r.time_ns_delta])), "duration"),
+      yAxis: { type: "category", data: shown.map((r) => showBidiControls(r.label)) },
       series: [
         bar("A", SIDE_COLORS.a, (r) => r.time_ns_a),
         bar("B", SIDE_COLORS.b, (r) => r.time_ns_b),
@@ -135,7 +137,7 @@ export function shortPath(path: string, max = 38): string {
   return "…" + (cut >= 0 && cut < tail.length - 1 ? tail.slice(cut) : tail);
 }
 
-function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => string, short: (s: string) => string = (s) => shortName(s, 38)) {
+export function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => string, short: (s: string) => string = (s) => shortName(s, 38)) {
   const key = `${metric}_delta`;
   const top = rows
     .filter((r) => typeof r[key] === "number" && r[key] !== 0)
@@ -150,7 +152,7 @@ function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => stri
         trigger: "item",
         formatter: (p: any) => {
           const r = top[p.dataIndex];
-          return `<div class="tt-title tt-wrap">${escapeHtml(label(r))}</div>` +
+          return `<div class="tt-title tt-wrap">${nameHtml(label(r))}</div>` +
             tooltipLine("#888", "A", fmtDuration(Number(r[`${metric}_a`]))) + "<br>" +
             tooltipLine("#888", "B", fmtDuration(Number(r[`${metric}_b`]))) + "<br>" +
             tooltipLine(String(p.color), "B − A", fmtDeltaDuration(Number(r[key])));
@@ -158,8 +160,8 @@ function deltaChart(rows: DiffRow[], metric: Metric, label: (r: DiffRow) => stri
       },
       // the labels take the room they need (up to 250 px), not a fixed 260 px
       grid: { left: 12, right: 40, top: 10, bottom: 30, containLabel: true },
-      xAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDeltaDuration(v) } },
-      yAxis: { type: "category", data: top.map((r) => short(label(r))), axisLabel: { width: 250, overflow: "truncate" } },
+      xAxis: valueAxis(...extentOf(top.map((r) => Number(r[key]))), "duration", { signed: true }),
+      yAxis: { type: "category", data: top.map((r) => short(showBidiControls(label(r)))), axisLabel: { width: 250, overflow: "truncate" } },
       series: [{
         type: "bar",
         data: top.map((r) => ({ value: Number(r[key]), itemStyle: { color: Number(r[key]) > 0 ? "#ee6666" : "#3ba272" } })),

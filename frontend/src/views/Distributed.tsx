@@ -13,7 +13,9 @@ import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverl
 import { Chart, TOOLTIP_BASE, axisTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Select, Tabs } from "../components/common";
+import { Name } from "../components/Name";
 import { fmtBytes, fmtDuration } from "../util/format";
+import { stackedExtent, valueAxis } from "../util/ticks";
 import { timeCols } from "./distributed/columns";
 import { rankRanges } from "./distributed/data";
 import { fmtGBps, InstancesTable, MatrixSection } from "./distributed/Instances";
@@ -36,9 +38,9 @@ function InfoBox({ info }: { info: DistInfo }) {
         ["Ranks with traces", (many ? `${info.ranks.length}: ${rankRanges(info.ranks)}` : info.ranks.join(", ")) || "none"],
         ...(info.missing_ranks.length ? [["Missing ranks", rankRanges(info.missing_ranks)] as [string, string]] : []),
         ...(excluded.length
-          ? [["Excluded", <ul className="plain excluded">{excluded.map((x, i) => <li key={i}>rank {x.rank ?? "?"} <bdi className="mono">{x.worker}</bdi>: {x.reason}</li>)}</ul>] as [string, ReactNode]]
+          ? [["Excluded", <ul className="plain excluded">{excluded.map((x, i) => <li key={i}>rank {x.rank ?? "?"} <Name className="mono" text={x.worker} />: {x.reason}</li>)}</ul>] as [string, ReactNode]]
           : []),
-        ...(many ? [] : Object.entries(info.workers).map(([r, w]): [string, ReactNode] => [`Rank ${r}`, <><bdi>{w}</bdi> · {info.device_words[r] ?? ""} · measured on {info.measured_on[r] ?? "?"}</>])),
+        ...(many ? [] : Object.entries(info.workers).map(([r, w]): [string, ReactNode] => [`Rank ${r}`, <><Name text={w} /> · {info.device_words[r] ?? ""} · measured on {info.measured_on[r] ?? "?"}</>])),
       ]}
     />
   );
@@ -62,7 +64,7 @@ function stackedBars<T extends { rank: number; step?: number }>(rows: T[], serie
     legend: { top: 0 },
     grid: { left: 80, right: 20, top: 36, bottom: (perStep ? 70 : 40) + (zoom ? 26 : 0) },
     xAxis: { type: "category", data: cats, axisLabel: { rotate: perStep ? 30 : 0 } },
-    yAxis: { type: "value", name: unit, axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    yAxis: valueAxis(...stackedExtent(series.map((s) => rows.map((r) => Number(r[s.key] ?? 0)))), "duration", { extra: { name: unit } }),
     series: series.map((s) => ({
       name: s.name,
       type: "bar",
@@ -91,7 +93,7 @@ export function joinFigures(overlap: OverlapRow[], wait: WaitRow[]): FigureRow[]
 export function figureCols(perStep: boolean, unit: string): Col<FigureRow>[] {
   return [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
-    { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true },
+    { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true, render: (r) => <Name text={r.worker} /> },
     perStep
       ? { id: "step", header: "Step", value: (r) => r.step ?? null, kind: "count" }
       : { id: "steps", header: "Steps", value: (r) => r.steps ?? null, kind: "count" },
@@ -203,9 +205,9 @@ export function DistributedView({ sel, dark }: ViewProps) {
                     <ul className="plain scroll-list">
                       {g.workers.map((w) => (
                         <li key={w.worker}>
-                          <b>rank {w.rank}</b> <bdi className="mono">{w.worker}</bdi>:{" "}
+                          <b>rank {w.rank}</b> <Name className="mono" text={w.worker} />:{" "}
                           {w.devices.length
-                            ? w.devices.map((dv) => `${dv.kind} ${dv.id}${dv.name ? ` ${dv.name}` : ""}${dv.total_memory ? ` (${fmtBytes(dv.total_memory)})` : ""}`).join("; ")
+                            ? <Name text={w.devices.map((dv) => `${dv.kind} ${dv.id}${dv.name ? ` ${dv.name}` : ""}${dv.total_memory ? ` (${fmtBytes(dv.total_memory)})` : ""}`).join("; ")} />
                             : "CPU only"}
                         </li>
                       ))}

@@ -10,10 +10,12 @@ import type { MemoryCurveReply, MemoryEventRow, MemoryEventsReply, MemoryReply, 
 import type { ECharts } from "echarts/core";
 import { Chart, TOOLTIP_BASE } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
+import { Name } from "../components/Name";
 import { Empty, Loaded, Notes, Section, Select, Stat } from "../components/common";
 import { setState } from "../state/store";
 import { escapeHtml, tooltipLine } from "../util/escape";
 import { fmtBytes, fmtDuration, fmtPct } from "../util/format";
+import { extentOf, niceAxis, valueAxis } from "../util/ticks";
 import { MemcpySection } from "./why/Memcpy";
 
 function parseNs(s: string | undefined): number | null {
@@ -57,6 +59,13 @@ function armBrush(chart: ECharts) {
   chart.dispatchAction({ type: "takeGlobalCursor", key: "brush", brushOption: { brushType: "lineX", brushMode: "single" } });
 }
 
+/** The time axis over the whole curve [extent] with nice ticks for the part shown
+ * ([lo, hi]: the range zoomed to); the datazoom handler swaps the ticks as the window moves. */
+export function timeAxisTicks(lo: number, hi: number) {
+  const a = niceAxis(lo, hi, "duration", { exact: true, count: 6 });
+  return { axisTick: { customValues: a.ticks }, axisLabel: { hideOverlap: true, customValues: a.ticks, formatter: a.format }, tbTicks: { step: a.step, unit: a.unit.suffix, ticks: a.ticks } };
+}
+
 /** Exact bytes for a hover hint: the figure shown is rounded to 3 digits. */
 function exactBytes(b: number | null | undefined): string | undefined {
   return b === null || b === undefined ? undefined : `${Math.round(b).toLocaleString("en-US")} bytes`;
@@ -89,9 +98,9 @@ function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string
       },
       legend: { top: 0 },
       grid: { left: 80, right: 30, top: 36, bottom: 70 },
-      // hideOverlap: the axis ends (trace start / end) are not round and would collide with a tick
-      xAxis: { type: "value", min: extent[0], max: extent[1], axisLabel: { formatter: (v: number) => fmtDuration(v), hideOverlap: true } },
-      yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtBytes(v) } },
+      // the axis ends (trace start / end) are not round: the ticks are the nice times inside
+      xAxis: { type: "value", min: extent[0], max: extent[1], ...timeAxisTicks(...(range ?? extent)) },
+      yAxis: valueAxis(...extentOf(pts.flatMap((p) => [p.allocated, p.reserved])), "bytes"),
       // a drag across the plot selects a range (the brush is cleared again: the chart zooms to it)
       brush: { xAxisIndex: 0, brushType: "lineX", brushMode: "single", transformable: false, outOfBrush: { colorAlpha: 1 }, brushStyle: { color: "rgba(84,112,198,0.15)", borderColor: "rgba(84,112,198,0.6)", borderWidth: 1 } },
       dataZoom: [
@@ -124,6 +133,10 @@ function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string
       const e = typeof b.end === "number" ? b.end : 100;
       const span = extent[1] - extent[0];
       const whole = s <= 0.01 && e >= 99.99; // a handle dragged back to an end
+      // the ticks follow the window at once (the URL, and with it the option, once the drag rests)
+      const lo = extent[0] + (s / 100) * span;
+      const hi = extent[0] + (e / 100) * span;
+      if (hi > lo) requestAnimationFrame(() => chart.current?.setOption({ xAxis: timeAxisTicks(lo, hi) }));
       const next = whole ? { m0: undefined, m1: undefined } : toRange(extent[0] + (s / 100) * span, extent[0] + (e / 100) * span, extent);
       // the slider fires on every mouse move: write the URL once the drag rests
       if (timer.current) clearTimeout(timer.current);
@@ -196,7 +209,7 @@ export function MemoryView({ st, sel, dark }: ViewProps) {
                 {peak.total_memory && peak.peak_allocated != null ? <Stat label="Peak / device memory" value={fmtPct((100 * peak.peak_allocated) / peak.total_memory)} /> : null}
               </div>
             )}
-            <Section title={`Memory over time — ${device}`}>
+            <Section title={<>Memory over time — <Name text={device} /></>}>
               {device && <Curve d={c} device={device} dark={dark} range={range} />}
             </Section>
             <Section title="Memory by operator" actions={<Updating state={stats} />}>

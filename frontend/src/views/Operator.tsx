@@ -54,7 +54,7 @@ export function Pie({ title, slices, dark, empty, nested }: { title: string; sli
   }
   return (
     <div data-chart-kind={built.kind}>
-      <Chart option={built.option} dark={dark} height={pieHeight(built.kind, slices.length)} ariaLabel={title} />
+      <Chart option={built.option} dark={dark} height={pieHeight(built.kind, slices.length)} ariaLabel={title} title={built.title} subtitle={built.subtitle} />
     </div>
   );
 }

@@ -10,6 +10,7 @@ import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/common";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
+import { stackedExtent, valueAxis } from "../util/ticks";
 import { AnnotationsSection } from "./why/Annotations";
 import { CriticalPathSection } from "./why/CriticalPath";
 import { IdleTimeSection } from "./why/IdleTime";
@@ -37,7 +38,7 @@ function BreakdownCharts({ data, dark }: { data: OverviewReply; dark: boolean })
     legend: { type: "scroll", top: 0 },
     grid: { left: 70, right: 20, top: 40, bottom: 40 },
     xAxis: { type: "category", data: rows.map((r) => (Number(r.step) === -1 ? "Average" : String(r.step))), name: "Step", nameLocation: "middle", nameGap: 26 },
-    yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    yAxis: valueAxis(...stackedExtent(cats.map((c) => rows.map((r) => Number(r[`${c}_ns`] ?? 0)))), "duration"),
     series: cats.map((c, i) => ({
       name: labels[c],
       type: "bar",
@@ -52,12 +53,11 @@ function BreakdownCharts({ data, dark }: { data: OverviewReply; dark: boolean })
   }), [data]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const pieOption = useMemo(() => ({
-    title: { text: "Average step", left: "center", top: 0, textStyle: { fontSize: 13, fontWeight: 500 } },
     tooltip: { ...TOOLTIP_BASE, trigger: "item", formatter: pieTooltip((v) => fmtDuration(v)) },
     series: [{
       type: "pie",
       radius: ["35%", "62%"],
-      center: ["50%", "52%"],
+      center: ["50%", "50%"],
       // Slices under ~3% get no label (their names would pile up); the legend beside the
       // bars and the tooltip still name them. Explicit line height: two lines per label.
       minShowLabelAngle: 10,
@@ -74,7 +74,7 @@ function BreakdownCharts({ data, dark }: { data: OverviewReply; dark: boolean })
   return (
     <div className="grid-2-1">
       <Chart option={barOption} dark={dark} height={340} ariaLabel="Step time breakdown per step" />
-      <Chart option={pieOption} dark={dark} height={340} ariaLabel="Average step time breakdown" />
+      <Chart option={pieOption} dark={dark} height={320} ariaLabel="Average step time breakdown" title="Average step" />
     </div>
   );
 }

@@ -11,10 +11,11 @@ import type { LateOperatorRow, LateRankRow, StragglersReply } from "../../api/wh
 import { Chart, TOOLTIP_BASE } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes } from "../../components/common";
-import { escapeHtml, tooltipLine } from "../../util/escape";
+import { Name } from "../../components/Name";
+import { nameHtml, tooltipLine } from "../../util/escape";
 import { fmtCount, fmtDuration, fmtPct } from "../../util/format";
+import { extentOf, valueAxis } from "../../util/ticks";
 import { barsHeight } from "./charts";
-import { bidiSafe } from "./data";
 import { TOP_N } from "./Ranks";
 
 const LATE_COLOR = "#fc8452";
@@ -23,7 +24,7 @@ const LAST_COLOR = "#c5221f";
 export function lateRankCols(): Col<LateRankRow>[] {
   return [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
-    { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true, render: (r) => <bdi>{r.worker}</bdi> },
+    { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true, render: (r) => <Name text={r.worker} /> },
     { id: "instances", header: "Instances", value: (r) => r.instances, kind: "count", title: "Matched collective instances the rank joined" },
     { id: "last", header: "Last", value: (r) => r.last, kind: "count", title: "Times it arrived last" },
     { id: "last_share", header: "Last share", value: (r) => (r.last_share === null ? null : 100 * r.last_share), kind: "pct", title: "Of its instances" },
@@ -58,7 +59,7 @@ export function lateBarsOption(rows: LateRankRow[], shown: number, dark: boolean
         const r = rows[ps[0]?.dataIndex ?? -1];
         if (!r) return "";
         return (
-          `<div class="tt-title">rank ${r.rank} · ${escapeHtml(r.worker)}</div>` +
+          `<div class="tt-title">rank ${r.rank} · ${nameHtml(r.worker)}</div>` +
           [
             tooltipLine(LATE_COLOR, "Late per step", fmtDuration(r.late_per_step_ns)),
             tooltipLine("#888", "Late total", fmtDuration(r.late_ns)),
@@ -69,11 +70,11 @@ export function lateBarsOption(rows: LateRankRow[], shown: number, dark: boolean
       },
     },
     grid: { left: 90, right: zoom ? 56 : 24, top: 16, bottom: 44 },
-    xAxis: { type: "value", name: "late per step", nameLocation: "middle", nameGap: 26, axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    xAxis: valueAxis(...extentOf(rows.map((r) => r.late_per_step_ns ?? 0)), "duration", { extra: { name: "late per step", nameLocation: "middle", nameGap: 26 } }),
     yAxis: {
       type: "category",
       inverse: true,
-      data: rows.map((r) => bidiSafe(`rank ${r.rank}`)),
+      data: rows.map((r) => `rank ${r.rank}`),
       axisLabel: { color: (_: unknown, i: number) => ((rows[i]?.last ?? 0) > 0 ? LAST_COLOR : dark ? "#c8c8c8" : "#444") },
     },
     dataZoom: zoom

@@ -6,6 +6,7 @@
 import { useMemo, useState } from "react";
 import type { DistRanksReply, RankRow } from "../../api/types";
 import { Chart } from "../../components/Chart";
+import { Name } from "../../components/Name";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Notes, Tabs } from "../../components/common";
 import { fmtCount } from "../../util/format";
@@ -22,7 +23,7 @@ export const TOP_N = 40;
 export function rankCols(): Col<RankRow>[] {
   return [
     { id: "rank", header: "Rank", value: (r) => r.rank, kind: "count" },
-    { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true, render: (r) => <bdi>{r.worker}</bdi> },
+    { id: "worker", header: "Worker", value: (r) => r.worker, nowrap: true, render: (r) => <Name text={r.worker} /> },
     { id: "steps", header: "Steps", value: (r) => r.steps, kind: "count" },
     ...timeCols<RankRow>(" (mean per step)"),
     { id: "clock_offset_ns", header: "Clock shift", value: (r) => r.clock_offset_ns, kind: "delta_us", title: "The shift applied to this rank's times to put every rank on one time axis" },
@@ -37,7 +38,7 @@ function OutlierList({ rows }: { rows: RankRow[] }) {
     <ul className="plain outliers" aria-label="Outlier ranks">
       {rows.map((r) => (
         <li key={r.rank} data-rank={r.rank}>
-          <b className="worse">⚠ rank {r.rank}</b> <bdi className="mono">{r.worker}</bdi>: {r.outlier_reason ?? "outlier"}
+          <b className="worse">⚠ rank {r.rank}</b> <Name className="mono" text={r.worker} />: {r.outlier_reason ?? "outlier"}
         </li>
       ))}
     </ul>

@@ -1,13 +1,14 @@
 // ECharts options of the many-rank Distributed sections: per-rank stacked bars (slowest
 // on top, a slider over the rank axis), the step × rank heatmap and the rank × rank bytes
-// matrix. Every label and tooltip from untrusted text is escaped (tooltips) or stripped of
-// bidi controls (canvas labels).
+// matrix. Every label and tooltip from untrusted text is escaped, isolated and shows its bidi
+// controls as markers (util/escape: nameHtml); value axes have nice ticks (util/ticks).
 
 import type { RankRow } from "../../api/types";
 import { rowTooltip, TOOLTIP_BASE } from "../../components/Chart";
-import { escapeHtml, tooltipLine } from "../../util/escape";
+import { escapeHtml, nameHtml, tooltipLine } from "../../util/escape";
 import { fmtBytes, fmtDuration } from "../../util/format";
-import { barParts, bidiSafe, rankLabel, type BytesMatrix, type Heatmap } from "./data";
+import { stackedExtent, valueAxis } from "../../util/ticks";
+import { barParts, rankLabel, type BytesMatrix, type Heatmap } from "./data";
 
 export type BarMode = "breakdown" | "wait";
 
@@ -41,18 +42,18 @@ export function rankBarsOption(rows: RankRow[], mode: BarMode, shown: number, da
   return {
     tooltip: rowTooltip(rows, (r, ps) => {
       const lines = ps.map((p: any) => tooltipLine(String(p.color ?? "#888"), p.seriesName, fmtDuration(Number(p.value))));
-      const head = `<div class="tt-title">rank ${r.rank} · ${escapeHtml(r.worker)}</div>`;
+      const head = `<div class="tt-title">rank ${r.rank} · ${nameHtml(r.worker)}</div>`;
       const step = tooltipLine("#888", "Step time", fmtDuration(r.step_ns));
       const why = r.outlier ? `<div class="tt-warn">⚠ ${escapeHtml(r.outlier_reason ?? "outlier")}</div>` : "";
       return head + [step, ...lines].join("<br>") + why;
     }),
     legend: { top: 0 },
     grid: { left: 90, right: zoom ? 56 : 24, top: 30, bottom: 44 },
-    xAxis: { type: "value", name: "mean per step", nameLocation: "middle", nameGap: 26, axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    xAxis: valueAxis(...stackedExtent(series.map((s) => rows.map((r) => s.value(r)))), "duration", { extra: { name: "mean per step", nameLocation: "middle", nameGap: 26 } }),
     yAxis: {
       type: "category",
       inverse: true,
-      data: rows.map((r) => bidiSafe(rankLabel(r))),
+      data: rows.map((r) => rankLabel(r)),
       axisLabel: { color: (_: unknown, i: number) => (rows[i]?.outlier ? OUTLIER_COLOR : dark ? "#c8c8c8" : "#444") },
     },
     dataZoom: zoom
@@ -83,7 +84,7 @@ export function stepHeatmapOption(h: Heatmap, workers: Map<number, string>, outl
         const [x, y, v] = p.value as [number, number, number];
         const rank = h.ranks[y];
         return (
-          `<div class="tt-title">rank ${rank} · ${escapeHtml(workers.get(rank) ?? "")}</div>` +
+          `<div class="tt-title">rank ${rank} · ${nameHtml(workers.get(rank) ?? "")}</div>` +
           tooltipLine("#888", `step ${h.steps[x]}`, fmtDuration(v))
         );
       },

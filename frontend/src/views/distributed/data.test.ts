@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import type { RankRow } from "../../api/types";
 import { barsHeight, bytesMatrixOption, rankBarsOption, stepHeatmapOption } from "./charts";
-import { barParts, bidiSafe, bytesMatrix, clockNote, fitCount, orderRanks, outliers, rankLabel, rankRanges, stepHeatmap } from "./data";
+import { barParts, bytesMatrix, clockNote, fitCount, orderRanks, outliers, rankLabel, rankRanges, stepHeatmap } from "./data";
 import { instanceCols, SORT_OF } from "./Instances";
 
 function row(rank: number, step_ns: number, extra: Partial<RankRow> = {}): RankRow {
@@ -117,8 +117,11 @@ describe("words", () => {
     expect(rankRanges([0, 1, 2, 3, 5, 7, 8, 10, 11, 12])).toBe("0–3, 5, 7, 8, 10–12");
     expect(rankRanges([])).toBe("");
   });
-  it("drops bidi controls from names drawn on a canvas", () => {
-    expect(bidiSafe("rank\u202e1\u2066x\u2069")).toBe("rank1x");
+  it("shows a worker's bidi controls as markers in the tooltips, isolated", () => {
+    const r = row(0, 1000, { worker: "evil\u202egpj" });
+    const tip = (rankBarsOption([r], "breakdown", 1, false).tooltip.formatter as (p: unknown) => string)([{ dataIndex: 0, seriesName: "x", value: 1 }]);
+    expect(tip).toContain("<bdi>evil⟨U+202E⟩gpj</bdi>");
+    expect(tip).not.toContain("\u202e");
   });
   it("says which clocks were shifted and how", () => {
     expect(clockNote([row(0, 1), row(1, 1)])).toBeNull();

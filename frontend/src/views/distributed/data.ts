@@ -5,11 +5,6 @@
 import type { DistRanksReply, RankRow } from "../../api/types";
 import { fmtCount, fmtDuration } from "../../util/format";
 
-/** Bidi controls (embeddings, overrides, isolates, marks) dropped from untrusted names drawn on a canvas. */
-export function bidiSafe(s: string): string {
-  return s.replace(/[\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, "");
-}
-
 /** The rows slowest first: the server's `order`, then any rank it left out by step time. */
 export function orderRanks(reply: Pick<DistRanksReply, "ranks" | "order">): RankRow[] {
   const byRank = new Map(reply.ranks.map((r) => [r.rank, r]));

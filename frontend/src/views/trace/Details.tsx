@@ -4,6 +4,8 @@
 
 import type { EventDetailReply, EventLink } from "../../api/types";
 import { KeyValues } from "../../components/common";
+import { Name } from "../../components/Name";
+import { showBidiControls } from "../../util/bidi";
 import { FrameItem, StackFrames } from "../../components/StackFrames";
 import type { FlowEnd, FlowLink } from "../../timeline/Timeline";
 import { fmtDuration, fmtWallTime } from "../../util/format";
@@ -44,8 +46,8 @@ function LinkItem({ l, onPick }: { l: EventLink; onPick: (i: number) => void }) 
   return (
     <li data-relation={l.relation} data-i={l.i}>
       <span className="muted">{RELATION_WORDS[l.relation] ?? l.relation}</span>{" "}
-      <button type="button" className="link" onClick={() => onPick(l.i)} title={l.cat}>
-        {l.name}
+      <button type="button" className="link" onClick={() => onPick(l.i)} title={showBidiControls(l.cat ?? "")}>
+        <Name text={l.name} />
       </button>
       {l.dur_ns !== undefined && <span className="muted"> · {fmtDuration(l.dur_ns)}</span>}
     </li>
@@ -60,7 +62,7 @@ export function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i
   const src = d.source ?? (e.cat === "python_function" ? parseFrame(e.name) : null);
   return (
     <div className="details">
-      <div className="details-name selectable">{e.name}</div>
+      <div className="details-name selectable"><Name text={e.name} /></div>
       {src?.file && (
         <ol className="frames" aria-label="Source">
           <FrameItem frame={src} />
@@ -93,8 +95,8 @@ export function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i
         <dl className="kv args">
           {args.map(([k, v]) => (
             <div key={k} className="kv-row">
-              <dt>{k}</dt>
-              <dd className="selectable mono">{isStackArg(k, v) ? <StackFrames frames={d.stacks?.[k] ?? parseCallStack(v)} /> : argText(v)}</dd>
+              <dt><Name text={k} /></dt>
+              <dd className="selectable mono">{isStackArg(k, v) ? <StackFrames frames={d.stacks?.[k] ?? parseCallStack(v)} /> : <Name text={argText(v)} />}</dd>
             </div>
           ))}
         </dl>

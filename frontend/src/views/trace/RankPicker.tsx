@@ -1,9 +1,10 @@
 // Picks up to `max` ranks for the Trace view's Ranks mode: a button naming the chosen
 // ranks opens a list of every rank, slowest first (mean step time, outliers flagged),
-// with a filter and "N slowest" shortcuts. Worker names render as text (bdi).
+// with a filter and "N slowest" shortcuts. Worker names render isolated (components/Name).
 
 import { useEffect, useMemo, useRef, useState } from "react";
 import type { RankRow } from "../../api/types";
+import { Name } from "../../components/Name";
 import { fmtDuration } from "../../util/format";
 
 export const MAX_RANKS = 8;
@@ -72,7 +73,7 @@ export function RankPicker({ rows, chosen, onChange }: { rows: RankRow[]; chosen
                   <label title={r.outlier ? r.outlier_reason ?? "outlier" : undefined}>
                     <input type="checkbox" checked={on} disabled={!on && full} data-rank={r.rank} onChange={() => onChange(toggleRank(chosen, r.rank, order))} />
                     <b className={r.outlier ? "worse" : undefined}>{r.outlier ? "⚠ " : ""}rank {r.rank}</b>
-                    <bdi className="mono">{r.worker}</bdi>
+                    <Name className="mono" text={r.worker} />
                     <span className="muted">{fmtDuration(r.step_ns)} / step</span>
                   </label>
                 </li>

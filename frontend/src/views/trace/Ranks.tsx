@@ -8,6 +8,7 @@ import type { ViewProps } from "../../App";
 import { useApi, type ApiState } from "../../api/hooks";
 import type { DistRanksReply, EventDetailReply, RanksTimelineReply, RankAlignment, RankRow } from "../../api/types";
 import { Empty, ErrorBox, Loaded, Notes, Progress } from "../../components/common";
+import { Name } from "../../components/Name";
 import { setState } from "../../state/store";
 import { Timeline, type Counter, type FlowLink } from "../../timeline/Timeline";
 import { fitRange, type Range, type Viewport } from "../../timeline/coords";
@@ -45,7 +46,7 @@ function Alignment({ al }: { al: RankAlignment[] }) {
   if (!al.length) return null;
   return (
     <div className="muted alignment" data-offsets={al.map((a) => `${a.worker}=${a.offset_ns}`).join("|")}>
-      Aligned on one time axis (from the earliest rank's first event), each rank's shift: <bdi>{alignmentText(al)}</bdi>.
+      Aligned on one time axis (from the earliest rank's first event), each rank's shift: <Name text={alignmentText(al)} />.
       {al.some((a) => a.clock_method === "collectives") ? ` Clocks corrected by collectives: ${METHOD_WORDS.collectives}.` : ""}
     </div>
   );
@@ -172,7 +173,7 @@ function DetailsPanel({ worker, raw, details, onZoom }: { worker: string | null;
     <aside className="side-panel" aria-label="Event details">
       <div className="side-head">
         <b>Event</b>
-        {worker && <bdi className="muted mono">{worker}</bdi>}
+        {worker && <Name className="muted mono" text={worker} />}
         <button type="button" className="icon-btn" aria-label="Close details" onClick={() => setState({ ev: undefined })}>✕</button>
       </div>
       {!worker ? (

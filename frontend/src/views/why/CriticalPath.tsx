@@ -18,6 +18,7 @@ import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Stat } from "../../components/common";
 import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
+import { stackedExtent, valueAxis } from "../../util/ticks";
 import { fmtCount, fmtDuration, fmtPct } from "../../util/format";
 
 export interface CriticalStepRow {
@@ -115,7 +116,7 @@ export function pathBarsOption(rows: CriticalStepRow[]) {
     legend: { top: 0 },
     grid: { left: 70, right: 20, top: 32, bottom: 40 },
     xAxis: { type: "category", data: rows.map((r) => String(r.step)), name: "Step", nameLocation: "middle", nameGap: 26 },
-    yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    yAxis: valueAxis(...stackedExtent(parts.map((p) => rows.map((r) => p.value(r)))), "duration"),
     series: parts.map((p) => ({
       name: p.name,
       type: "bar",

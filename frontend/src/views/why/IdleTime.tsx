@@ -13,6 +13,7 @@ import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Select, Stat } from "../../components/common";
 import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
+import { stackedExtent, valueAxis } from "../../util/ticks";
 import { fmtCount, fmtDuration, fmtPct } from "../../util/format";
 
 export const THRESHOLDS = [
@@ -65,7 +66,7 @@ export function idleBarsOption(rows: IdleRow[], deviceWord: string) {
     legend: { top: 0 },
     grid: { left: 70, right: 20, top: 32, bottom: 40 },
     xAxis: { type: "category", data: rows.map((r) => String(r.step)), name: "Step", nameLocation: "middle", nameGap: 26 },
-    yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    yAxis: valueAxis(...stackedExtent(PARTS.map((p) => rows.map((r) => r[p.key]))), "duration"),
     series: PARTS.map((p) => ({
       name: p.name,
       type: "bar",

@@ -14,6 +14,7 @@ import { Empty, Loaded, Notes, Stat } from "../../components/common";
 import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
 import { fmtCount, fmtDuration, fmtPct } from "../../util/format";
+import { extentOf, logTicks, valueAxis } from "../../util/ticks";
 
 export const HISTOGRAMS = [
   { key: "call_dur_ns", title: "Launch call duration", color: "#ee6666", hint: "How long the runtime launch call ran on the host" },
@@ -26,7 +27,47 @@ export function binLabels(h: Histogram): string[] {
   return h.counts.map((_, i) => `${fmtDuration(h.edges[i])} – ${fmtDuration(h.edges[i + 1])}`);
 }
 
-/** A histogram as bars over its (log-spaced) bins: the axis names each bin's lower edge. */
+/** Where time v lies on the bins' axis (bin i from i to i + 1, logarithmic inside it), or null outside them. */
+export function binPosition(edges: readonly number[], v: number): number | null {
+  for (let i = 0; i + 1 < edges.length; i++) {
+    const a = edges[i];
+    const b = edges[i + 1];
+    if (v < a || v > b) continue;
+    if (b <= a) return i;
+    return i + (a > 0 ? Math.log(v / a) / Math.log(b / a) : (v - a) / (b - a));
+  }
+  return null;
+}
+
+/** Nice times (1, 2, 5 × 10^k, util/ticks) placed on the bins' axis: value axis options. */
+export function binTicks(edges: readonly number[]) {
+  const n = Math.max(0, edges.length - 1);
+  const at = logTicks(edges[0], edges[n], 7)
+    .map((v) => ({ v, p: binPosition(edges, v) }))
+    .filter((t): t is { v: number; p: number } => t.p !== null);
+  const byPos = new Map(at.map((t) => [t.p.toFixed(6), t.v]));
+  return {
+    type: "value" as const,
+    position: "bottom" as const,
+    min: 0,
+    max: Math.max(1, n),
+    axisLine: { show: false },
+    splitLine: { show: false },
+    axisTick: { customValues: at.map((t) => t.p) },
+    axisLabel: {
+      customValues: at.map((t) => t.p),
+      formatter: (p: number) => {
+        const v = byPos.get(Number(p).toFixed(6));
+        return v === undefined ? "" : fmtDuration(v);
+      },
+      hideOverlap: true,
+    },
+    tbTicks: { values: at.map((t) => t.v), positions: at.map((t) => t.p) },
+  };
+}
+
+/** A histogram as bars over its (log-spaced) bins; the axis under them marks nice times
+ * where they fall (binTicks), each bar's tooltip says its bin. */
 export function histogramOption(h: Histogram, title: string, color: string) {
   const labels = binLabels(h);
   return {
@@ -36,12 +77,15 @@ export function histogramOption(h: Histogram, title: string, color: string) {
     xAxis: {
       type: "category",
       data: labels,
-      axisLabel: { formatter: (_: string, i: number) => fmtDuration(h.edges[i]), hideOverlap: true },
+      axisLabel: { show: false },
+      axisTick: { show: false },
       name: "log-spaced bins",
       nameLocation: "middle",
       nameGap: 30,
+      // drawn as a second x axis by components/Chart
+      tbBinTicks: binTicks(h.edges),
     },
-    yAxis: { type: "value", minInterval: 1, name: "launches" },
+    yAxis: valueAxis(...extentOf(h.counts), "count", { extra: { name: "launches" } }),
     series: [{ name: title, type: "bar", barCategoryGap: "8%", itemStyle: { color }, data: [...h.counts] }],
   };
 }

@@ -13,6 +13,7 @@ import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Stat } from "../../components/common";
 import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
+import { extentOf, valueAxis } from "../../util/ticks";
 import { fmtBytes, fmtCount, fmtDuration } from "../../util/format";
 
 export const DIRECTION_COLORS: Record<string, string> = {
@@ -92,16 +93,11 @@ export function overTimeOption(o: CopyOverTime) {
     },
     legend: { top: 0 },
     grid: { left: 60, right: 24, top: 32, bottom: 44 },
-    xAxis: {
-      type: "value",
-      min: edges[0],
-      max: edges[edges.length - 1],
-      name: "time from the trace's first event",
-      nameLocation: "middle",
-      nameGap: 28,
-      axisLabel: { formatter: (v: number) => fmtDuration(v), hideOverlap: true },
-    },
-    yAxis: { type: "value", name: "GB/s", axisLabel: { formatter: (v: number) => fmtGBps(v) } },
+    // the bins' ends are not round: the ticks are the nice times inside them
+    xAxis: valueAxis(edges[0] ?? 0, edges[edges.length - 1] ?? 1, "duration", {
+      exact: true, count: 6, extra: { name: "time from the trace's first event", nameLocation: "middle", nameGap: 28 },
+    }),
+    yAxis: valueAxis(...extentOf(names.flatMap((n) => o[n] as number[])), "number", { extra: { name: "GB/s" } }),
     series: names.map((n) => ({
       name: n,
       type: "line",

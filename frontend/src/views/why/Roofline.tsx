@@ -13,7 +13,7 @@ import type { RooflinePeaks, RooflineReply, RooflineRow } from "../../api/why";
 import { Chart, TOOLTIP_BASE } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Tabs } from "../../components/common";
-import { escapeHtml, tooltipLine } from "../../util/escape";
+import { escapeHtml, nameHtml, tooltipLine } from "../../util/escape";
 import { fmtBytes, fmtCount, fmtDuration, fmtPct } from "../../util/format";
 
 export type RoofTable = "operators" | "kernels";
@@ -151,7 +151,7 @@ export function pointTooltip(r: RooflineRow, what = "Operator"): string {
     tooltipLine(c, "Bytes", fmtBytes(r.bytes)),
     tooltipLine(c, "Device time", fmtDuration(r.device_ns, 4)),
   ];
-  return `<div class="tt-title tt-wrap">${escapeHtml(what)}: ${escapeHtml(r.name)}</div>${lines.join("<br>")}`;
+  return `<div class="tt-title tt-wrap">${escapeHtml(what)}: ${nameHtml(r.name)}</div>${lines.join("<br>")}`;
 }
 
 /** The log-log chart: one scatter series per dtype (value [intensity, tflops, row index]),

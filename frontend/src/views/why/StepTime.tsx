@@ -12,7 +12,8 @@ import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Select, Stat } from "../../components/common";
 import { setState } from "../../state/store";
-import { escapeHtml, tooltipLine } from "../../util/escape";
+import { escapeHtml, nameHtml, tooltipLine } from "../../util/escape";
+import { extentOf, valueAxis } from "../../util/ticks";
 import { fmtDeltaDuration, fmtDuration, fmtNumber } from "../../util/format";
 
 export const FACTORS = [
@@ -51,7 +52,7 @@ export function stepBarsOption(d: StepOutliersReply) {
     : [];
   return {
     tooltip: rowTooltip(steps, (s: StepOutlierRow) => {
-      const head = `<div class="tt-title">${escapeHtml(s.name)}</div>`;
+      const head = `<div class="tt-title">${nameHtml(s.name)}</div>`;
       const body = [
         tooltipLine(s.outlier ? OUTLIER_COLOR : STEP_COLOR, "Duration", fmtDuration(s.dur_ns, 4)),
         tooltipLine("#888", "× median", s.ratio === null ? "–" : fmtNumber(s.ratio, 3)),
@@ -60,7 +61,7 @@ export function stepBarsOption(d: StepOutliersReply) {
     }),
     grid: { left: 70, right: 20, top: 24, bottom: 40 },
     xAxis: { type: "category", data: steps.map((s) => String(s.step)), name: "Step", nameLocation: "middle", nameGap: 26 },
-    yAxis: { type: "value", axisLabel: { formatter: (v: number) => fmtDuration(v) } },
+    yAxis: valueAxis(...extentOf([...steps.map((s) => s.dur_ns), st?.median_ns, st?.mean_ns]), "duration"),
     series: [
       {
         name: "Step duration",

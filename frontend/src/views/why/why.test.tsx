@@ -116,7 +116,9 @@ describe("launches", () => {
     expect(binLabels(h)).toEqual(["1 µs – 2 µs", "2 µs – 4 µs"]);
     const o = histogramOption(h, "Kernel duration", "#5470c6") as any;
     expect(o.series[0].data).toEqual([3, 5]);
-    expect(o.xAxis.axisLabel.formatter("", 1)).toBe("2 µs");
+    // the bins' edges (1, 2, 4 µs) are no ticks: the nice times are, where they fall
+    expect(o.xAxis.tbBinTicks.tbTicks).toEqual({ values: [1000, 2000], positions: [0, 1] });
+    expect(o.xAxis.tbBinTicks.axisLabel.formatter(1)).toBe("2 µs");
     expect(o.tooltip.formatter([{ dataIndex: 1 }])).toContain("5");
     expect((histogramOption({ edges: [], counts: [] }, "x", "#888") as any).series[0].data).toEqual([]);
     expect(histogramOption(h, EVIL, "#888").tooltip.formatter([{ dataIndex: 0 }])).not.toContain("<img");
