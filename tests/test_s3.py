@@ -422,3 +422,85 @@ def test_writer_publishes_real_profiles_to_s3_that_then_load(bucket, use_gzip, t
         assert "aten::matmul" in names or "aten::mm" in names
     head = read_mod.read_head(bucket.url(keys[0]), 1 << 30)
     assert b'"tbProfilerSourceRoots"' in head
+
+
+# -- 4b. a real server process: TensorBoard and `tb-profiler serve`, pointed at s3:// ---------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http_json(url: str):
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except OSError:
+        return None, None
+
+
+def _event_file(folder: Path) -> Path:
+    """A TensorBoard event file with one scalar, as a training job writes beside its traces."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(folder)) as w:
+        w.add_scalar("loss", 1.0, 0)
+    [path] = folder.glob("events.out.tfevents.*")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["tensorboard", "serve"])
+def test_a_real_server_on_an_s3_logdir_lists_runs_added_later(bucket, kind, tmp_path):
+    """`tensorboard --logdir s3://...` and `tb-profiler serve s3://...` as a user starts them:
+    the endpoint and credentials only in the environment. TensorBoard reads its own event
+    files with its own S3 support (boto3), the plugin reads the traces through s3fs."""
+    from importlib.metadata import entry_points
+
+    assert any(e.name == "pytorch_profiler" for e in entry_points(group="tensorboard_plugins")), \
+        "the pytorch_profiler TensorBoard plugin is not registered (pip install -e .)"
+    bucket.put("log/run1/w.1.pt.trace.json.gz", H100_AFTER_FIX.read_bytes())
+    if kind == "tensorboard":
+        event = _event_file(tmp_path / "events")
+        bucket.put(f"log/run1/{event.name}", event.read_bytes())
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    if kind == "tensorboard":
+        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", bucket.url("log"), "--port", str(port),
+               "--host", "127.0.0.1", "--reload_interval", "1"]
+    else:
+        cmd = [sys.executable, "-m", "tb_profiler.cli", "serve", bucket.url("log"), "--port", str(port),
+               "--reload-interval", "0.5"]
+    env = dict(os.environ, TB_PROFILER_CACHE_DIR=str(tmp_path / "cache"), TB_PROFILER_RELOAD_S="0.5",
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=str(tmp_path))
+    try:
+        def runs():
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            status, doc = _http_json(base + P + "runs")
+            return doc["runs"] if status == 200 else None
+
+        assert wait_for(runs, "the server up", timeout=60) == ["run1"]
+        bucket.put("log/run2/w.1.pt.trace.json.gz", H100_BEFORE_FIX.read_bytes())
+        wait_for(lambda: runs() == ["run1", "run2"], "the run added to the bucket listed")
+        overview = wait_for(lambda: (r := _http_json(base + P + "overview?run=run2"))[0] == 200 and r[1],
+                            "run2's overview")
+        assert overview["summary"] is not None
+        if kind == "tensorboard":  # TensorBoard's own scalars, read from the same bucket
+            assert wait_for(lambda: _http_json(base + "/data/runs")[1], "TensorBoard's runs") == ["run1"]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")[-3000:]
