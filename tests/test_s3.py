@@ -397,6 +397,26 @@ def test_a_broken_object_is_named_and_never_hides_the_good_ones(bucket, serve):
     assert bad_url.endswith("w0.pt.trace.json.gz")
 
 
+def test_an_unreachable_store_is_an_error_naming_the_url_not_a_traceback(s3_endpoint, monkeypatch):
+    """Nothing listens at the endpoint (a closed port of 127.0.0.1): discovery raises OSError
+    (what the CLI and the server report), load a TraceFormatError naming the URL."""
+    from s3_server import forget_s3_filesystems
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's retries: seconds, for nothing here
+    forget_s3_filesystems()
+    try:
+        with pytest.raises(OSError, match="cannot list it: EndpointConnectionError"):
+            discover("s3://nowhere/log")
+        url = "s3://nowhere/log/w.pt.trace.json.gz"
+        with pytest.raises(TraceFormatError) as err:
+            tb_profiler.load(url)
+        assert str(err.value).startswith(url) and "cannot read" in str(err.value)
+    finally:
+        monkeypatch.undo()
+        forget_s3_filesystems()
+
+
 # -- 5. the writer, with a real torch.profiler profile ----------------------------------------------
 @pytest.mark.parametrize("use_gzip", [True, False], ids=["gzip", "plain"])
 def test_writer_publishes_real_profiles_to_s3_that_then_load(bucket, use_gzip, tmp_path):

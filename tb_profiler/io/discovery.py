@@ -357,6 +357,10 @@ def _walk_fsspec(url: str, c: _Collector) -> None:
     _forget_listings(fs, root)
     try:
         listed = fs.find(root, detail=True, withdirs=False)
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a remote filesystem's own: no endpoint, no credentials, ...
+        raise OSError(f"cannot list it: {type(e).__name__}: {e}") from e
     finally:  # and leaves none behind: whoever opens one of these objects next asks the store
         _forget_listings(fs, root)
     prefix = root + "/" if root else ""

@@ -604,8 +604,13 @@ def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:
     if not is_url(path_or_url):
         st = os.stat(local_path(path_or_url))
         return int(st.st_size), int(st.st_mtime_ns)
-    fs, path = url_fs(os.fspath(path_or_url))
-    info = fs.info(path)
+    try:
+        fs, path = url_fs(os.fspath(path_or_url))
+        info = fs.info(path)
+    except (OSError, ImportError, ValueError):
+        raise
+    except Exception as e:  # noqa: BLE001 - a remote filesystem's own (botocore: no endpoint, no credentials)
+        raise OSError(f"{type(e).__name__}: {e}") from e
     return int(info.get("size") or 0), remote_stamp(info)
 
 
