@@ -352,17 +352,19 @@ def _mtime(info: dict) -> float:
 def _walk_fsspec(url: str, c: _Collector) -> None:
     from fsspec.core import url_to_fs
 
-    fs, root = url_to_fs(url)
-    root = root.rstrip("/")
-    _forget_listings(fs, root)
+    fs = root = None
     try:
+        fs, root = url_to_fs(url)
+        root = root.rstrip("/")
+        _forget_listings(fs, root)
         listed = fs.find(root, detail=True, withdirs=False)
     except OSError:
         raise
-    except Exception as e:  # noqa: BLE001 - a remote filesystem's own: no endpoint, no credentials, ...
+    except Exception as e:  # noqa: BLE001 - a remote filesystem's own (no endpoint, no credentials), s3fs missing
         raise OSError(f"cannot list it: {type(e).__name__}: {e}") from e
     finally:  # and leaves none behind: whoever opens one of these objects next asks the store
-        _forget_listings(fs, root)
+        if fs is not None:
+            _forget_listings(fs, root)
     prefix = root + "/" if root else ""
     for path, info in sorted(listed.items()):
         full = fs.unstrip_protocol(path)

@@ -243,11 +243,7 @@ class _Meter:
 
     def downloading(self, size: int, text_hint: int | None):
         """f(bytes so far, gzip) reporting a URL's bytes as they arrive: the text itself, or
-        gzip whose text (text_hint bytes, else a guess) is inflated next; None without a
-        progress callback."""
-        if self.progress is None:
-            return None
-
+        gzip whose text (text_hint bytes, else a guess) is inflated next."""
         def on_bytes(pos: int, gzip: bool) -> None:
             if gzip:
                 text = text_hint if text_hint else _GZIP_GUESS * size
@@ -351,7 +347,8 @@ def _read_all(path_or_url: str | os.PathLike, source: str, limit: int, over: str
         else:
             size = int(size)
             _check_size(size, limit, source, over)
-            on_bytes = meter.downloading(size, _gzip_size_hint(f, size, path)) if meter is not None else None
+            wanted = meter is not None and meter.progress is not None
+            on_bytes = meter.downloading(size, _gzip_size_hint(f, size, path)) if wanted else None
             buf = _readinto_all(f, size, source, on_bytes)
     if meter is not None:
         meter.phase_done(len(buf))
@@ -607,10 +604,10 @@ def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:
     try:
         fs, path = url_fs(os.fspath(path_or_url))
         info = fs.info(path)
-    except (OSError, ImportError, ValueError):
+    except (OSError, ValueError):
         raise
-    except Exception as e:  # noqa: BLE001 - a remote filesystem's own (botocore: no endpoint, no credentials)
-        raise OSError(f"{type(e).__name__}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - a remote filesystem's own (botocore: no endpoint, no credentials), or
+        raise OSError(f"{type(e).__name__}: {e}") from e  # its package missing (ImportError: Install s3fs ...)
     return int(info.get("size") or 0), remote_stamp(info)
 
 
