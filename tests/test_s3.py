@@ -99,9 +99,9 @@ def store(request):
     s.close()
 
 
-def _trace(ts0: int = 1000, n: int = 3, pad: int = 0) -> bytes:
+def _trace(ts0: int = 1000, n: int = 3, pad: int = 0, op: str = "op") -> bytes:
     """A small Kineto trace of n cpu_op events starting at ts0 (microseconds)."""
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1, "tid": 1, "ts": ts0 + 10 * i,
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::{op}{i % 7}", "pid": 1, "tid": 1, "ts": ts0 + 10 * i,
                "dur": 5, "args": {"External id": i, "pad": "x" * (pad + i % 13)}} for i in range(n)]
     return json.dumps({"schemaVersion": 1, "traceEvents": events}).encode()
 
@@ -336,7 +336,22 @@ def wait_for(fn, what: str, timeout: float = 30.0):
     pytest.fail(f"timed out waiting for {what}")
 
 
-def test_server_lists_runs_added_to_the_bucket_and_reloads_rewritten_objects(bucket, serve):
+def test_server_lists_runs_added_to_the_bucket_and_reloads_rewritten_objects(bucket, serve, monkeypatch):
+    import dataclasses
+
+    from tb_profiler.io import discovery
+
+    real_discover = discovery.discover
+
+    def timeless(logdir):
+        """Discovery with every time zeroed: what a rewrite within LastModified's second looks
+        like (same size, same time), made certain; the ETag is all that tells it."""
+        found = real_discover(logdir)
+        for r in found.runs:
+            r.workers = {w: [dataclasses.replace(s, mtime=0.0) for s in spans] for w, spans in r.workers.items()}
+        return found
+
+    monkeypatch.setattr(discovery, "discover", timeless)  # the server's scan looks it up at each call
     bucket.put("log/run1/w.pt.trace.json", _trace(1000))
     c = serve(bucket.url("log"))
     assert get(c, "runs")["runs"] == ["run1"]
@@ -349,12 +364,16 @@ def test_server_lists_runs_added_to_the_bucket_and_reloads_rewritten_objects(buc
     assert get(c, "spans?run=run2") == ["1"]
     assert "Overview" in get(c, "views?run=run2")
 
-    # run1 rewritten in place, same size: the server loads the new version
+    # run1 rewritten in place at the same size: the ETag tells the server, which loads the
+    # new version
+    def ops():
+        return json.dumps(get(c, "operation/table?run=run1"))
+
+    assert "aten::op0" in ops()
+    bucket.put("log/run1/w.pt.trace.json", _trace(1000, op="zz"))
+    wait_for(lambda: "aten::zz0" in ops() and "aten::op0" not in ops(), "the rewritten object loaded")
     raw = c.get(P + "trace/raw?run=run1")
-    assert raw.status_code == 200 and b'"ts": 1000' in gzip.decompress(raw.get_data())
-    bucket.put("log/run1/w.pt.trace.json", _trace(2000))
-    wait_for(lambda: b'"ts": 2000' in gzip.decompress(c.get(P + "trace/raw?run=run1").get_data()),
-             "the rewritten object served")
+    assert raw.status_code == 200 and b"aten::zz0" in gzip.decompress(raw.get_data())
     wait_for(lambda: not get(c, "status")["loading"], "loading to end")
     assert get(c, "skipped")["skipped"] == []
 
@@ -415,6 +434,22 @@ def test_an_unreachable_store_is_an_error_naming_the_url_not_a_traceback(s3_endp
     finally:
         monkeypatch.undo()
         forget_s3_filesystems()
+
+
+def test_summaries_of_a_run_on_s3_are_built_by_other_processes(bucket, tmp_path):
+    """The summary processes open the URLs themselves, configured by the environment they
+    inherit (why the README says: configure the environment, not code)."""
+    import warnings
+
+    bucket.put("log/run/rank0.pt.trace.json.gz", H100_AFTER_FIX.read_bytes())
+    bucket.put("log/run/rank1.pt.trace.json.gz", H100_BEFORE_FIX.read_bytes())
+    run = tb_profiler.load_run(bucket.url("log/run"), cache_dir=tmp_path / "cache")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a file not summarized warns
+        summaries = run.summaries(jobs=2)
+    assert [s.worker for s in summaries] == ["rank0", "rank1"]
+    assert [s.source for s in summaries] == [bucket.url("log/run/rank0.pt.trace.json.gz"),
+                                             bucket.url("log/run/rank1.pt.trace.json.gz")]
 
 
 # -- 5. the writer, with a real torch.profiler profile ----------------------------------------------
