@@ -381,7 +381,7 @@ def test_server_lists_runs_added_to_the_bucket_and_reloads_rewritten_objects(buc
 def test_a_broken_object_is_named_and_never_hides_the_good_ones(bucket, serve):
     good = H100_AFTER_FIX.read_bytes()
     bucket.put("log/good/w.pt.trace.json.gz", good)
-    bad_url = bucket.put("log/mixed/w0.pt.trace.json.gz", good)
+    bucket.put("log/mixed/w0.pt.trace.json.gz", good)
     bucket.put("log/mixed/w1.pt.trace.json.gz", good[:10] + b"\x00garbage" * 50)  # gzip header, bad data
     bucket.put("log/sniffed/rank-0.json.gz", b"\x1f\x8b\x08\x00" + b"\xff" * 64)  # unreadable head
     bucket.put("log/sniffed/rank-1.json.gz", V100X4.read_bytes())
@@ -412,8 +412,7 @@ def test_a_broken_object_is_named_and_never_hides_the_good_ones(bucket, serve):
     paths = {s["path"] for s in skipped}
     assert paths == {"mixed/w1.pt.trace.json.gz", "sniffed/rank-0.json.gz"}
     assert all(bucket.name not in s["reason"] for s in skipped)  # named relative to the logdir
-    assert get(c, "workers?run=mixed") == ["w0"]
-    assert bad_url.endswith("w0.pt.trace.json.gz")
+    assert get(c, "workers?run=mixed") == ["w0"]  # the broken worker is not offered
 
 
 def test_an_unreachable_store_is_an_error_naming_the_url_not_a_traceback(s3_endpoint, monkeypatch):
