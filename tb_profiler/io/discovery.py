@@ -255,7 +255,7 @@ class _Collector:
     def _workers(self, files) -> dict[str, list[SpanFile]]:
         by_worker: dict[str, dict[str | None, tuple[str, str, int, float, str]]] = {}
         for item in sorted(files):
-            name, path, size, mtime, tag = item
+            name, _, _, mtime, _ = item
             worker, span = worker_name(name)
             spans = by_worker.setdefault(worker, {})
             old = spans.get(span)
@@ -360,7 +360,7 @@ def _walk_fsspec(url: str, c: _Collector) -> None:
         listed = fs.find(root, detail=True, withdirs=False)
     except OSError:
         raise
-    except Exception as e:  # noqa: BLE001 - a remote filesystem's own (no endpoint, no credentials), s3fs missing
+    except Exception as e:  # a remote filesystem's own (no endpoint, no credentials), s3fs missing
         raise OSError(f"cannot list it: {type(e).__name__}: {e}") from e
     finally:  # and leaves none behind: whoever opens one of these objects next asks the store
         if fs is not None:

@@ -204,7 +204,7 @@ def read_trace_bytes(path_or_url: str | os.PathLike, max_bytes: int | None = Non
         raise TraceFormatError(source, LINK_LOOP if e.errno == errno.ELOOP else f"cannot read: {e.strerror or e}") from None
     except (ImportError, ValueError) as e:  # e.g. an fsspec protocol whose package is missing
         raise TraceFormatError(source, f"cannot read: {type(e).__name__}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - a remote filesystem's own errors (botocore's credentials, ...)
+    except Exception as e:  # a remote filesystem's own errors (botocore's credentials, ...)
         if not is_url(path_or_url):
             raise
         raise TraceFormatError(source, f"cannot read: {type(e).__name__}: {e}") from None
@@ -606,7 +606,7 @@ def stat_key(path_or_url: str | os.PathLike) -> tuple[int, int | str]:
         info = fs.info(path)
     except (OSError, ValueError):
         raise
-    except Exception as e:  # noqa: BLE001 - a remote filesystem's own (botocore: no endpoint, no credentials), or
+    except Exception as e:  # a remote filesystem's own (botocore: no endpoint, no credentials), or
         raise OSError(f"{type(e).__name__}: {e}") from e  # its package missing (ImportError: Install s3fs ...)
     return int(info.get("size") or 0), remote_stamp(info)
 
