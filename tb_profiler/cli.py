@@ -216,24 +216,44 @@ def cmd_info(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if failed or not docs else EXIT_OK
 
 
-def _expand_paths(paths: Sequence[str]) -> tuple[list[str], bool]:
-    """Trace files named directly, plus every trace discovery finds under a folder/URL."""
+def _path_kind(path: str) -> str:
+    """'missing', 'file' or 'folder' for a local path or fsspec URL.  Raises OSError with
+    the store's own reason (unreachable endpoint, no credentials, s3fs not installed)
+    instead of its traceback."""
     import fsspec
 
+    try:
+        fs, _, (target,) = fsspec.get_fs_token_paths(path)
+        if not fs.exists(target):
+            return "missing"
+        return "folder" if fs.isdir(target) else "file"
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a remote filesystem's own errors (botocore's, ImportError)
+        raise OSError(f"cannot reach it: {type(exc).__name__}: {exc}") from exc
+
+
+def _expand_paths(paths: Sequence[str]) -> tuple[list[str], bool]:
+    """Trace files named directly, plus every trace discovery finds under a folder/URL."""
     from tb_profiler.io.discovery import discover
     from tb_profiler.io.read import LINK_LOOP, is_link_loop
 
     files: list[str] = []
     failed = False
     for path in paths:
-        fs, _, (target,) = fsspec.get_fs_token_paths(path)
-        if not fs.exists(target):
+        try:
+            kind = _path_kind(path)
+            found = discover(path) if kind == "folder" else None
+        except OSError as exc:
+            _error(f"{path}: {exc}")
+            failed = True
+            continue
+        if kind == "missing":
             _error(f"{path}: {LINK_LOOP if is_link_loop(path) else 'no such file or folder'}")
             failed = True
-        elif not fs.isdir(target):
+        elif found is None:
             files.append(path)
         else:
-            found = discover(path)
             for s in found.skipped:
                 _error(f"skipped {s.path}: {s.reason}")
             listed = [span.path for run in found.runs for span in run.files]
@@ -354,14 +374,15 @@ def _traces_of(path: str, worker: str | None = None, span: int | None = None) ->
 def _run_and_traces(path: str, worker: str | None = None, span: int | None = None) -> tuple[Any, list]:
     """(the run a folder holds, else None; the traces the path names: the file, or the
     run's workers of one span)."""
-    import fsspec
-
     from tb_profiler.trace import load, load_run
 
-    fs, _, (target,) = fsspec.get_fs_token_paths(path)
-    if not fs.exists(target):
+    try:
+        kind = _path_kind(path)
+    except OSError as exc:
+        raise OSError(f"{path}: {exc}") from exc
+    if kind == "missing":
         raise FileNotFoundError(f"{path}: no such file or folder")
-    if not fs.isdir(target):
+    if kind == "file":
         return None, [load(path)]
     run = load_run(path)
     return run, [run.trace(worker, span)] if worker else run.traces(span)

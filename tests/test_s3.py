@@ -415,7 +415,7 @@ def test_a_broken_object_is_named_and_never_hides_the_good_ones(bucket, serve):
     assert get(c, "workers?run=mixed") == ["w0"]  # the broken worker is not offered
 
 
-def test_an_unreachable_store_is_an_error_naming_the_url_not_a_traceback(s3_endpoint, monkeypatch):
+def test_an_unreachable_store_is_an_error_naming_the_url_not_a_traceback(s3_endpoint, monkeypatch, capsys):
     """Nothing listens at the endpoint (a closed port of 127.0.0.1): discovery raises OSError
     (what the CLI and the server report), load a TraceFormatError naming the URL."""
     from s3_server import forget_s3_filesystems
@@ -430,6 +430,13 @@ def test_an_unreachable_store_is_an_error_naming_the_url_not_a_traceback(s3_endp
         with pytest.raises(TraceFormatError) as err:
             tb_profiler.load(url)
         assert str(err.value).startswith(url) and "cannot read" in str(err.value)
+        from tb_profiler import cli
+
+        for argv in (["info", "s3://nowhere/log"], ["summary", "s3://nowhere/log"], ["runs", "s3://nowhere/log"]):
+            assert cli.main(argv) == cli.EXIT_BAD_INPUT, argv
+            err_text = capsys.readouterr().err
+            assert "s3://nowhere/log: " in err_text and "EndpointConnectionError" in err_text, (argv, err_text)
+            assert "Traceback" not in err_text, (argv, err_text)
     finally:
         monkeypatch.undo()
         forget_s3_filesystems()
