@@ -4,7 +4,8 @@ Why not torch's own: it exports straight to the final name, so a TensorBoard
 watching the logdir can pick up half a file; it gzips at level 9 (slow for
 little gain); and it only writes to local paths. This one writes to a hidden
 temporary name in the same folder, gzips at a measured level, and publishes
-with ``os.replace`` (or an fsspec ``mv`` for URLs), so readers only ever see
+with ``os.replace`` (an fsspec ``mv`` for other URLs; one upload to the final name on
+an object store such as S3, where an upload is atomic), so readers only ever see
 complete files. It also records, as the top-level key ``tbProfilerSourceRoots``, the
 folders torch's relative frame names (``cnn.py(45): forward``) are relative to, so a
 viewer can find the source files again.
@@ -213,25 +214,38 @@ def _export_local(prof, folder: str, final: str, use_gzip: bool, use_python_expo
     return target
 
 
+# fsspec protocols of object stores: an object becomes visible whole, when its upload
+# completes, and "folders" are only name prefixes.
+_OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"})
+
+
 def _export_fsspec(prof, url: str, final: str, use_gzip: bool, use_python_export: bool) -> str:
-    """Write locally, upload to a temp name, then ``mv``: no half file is ever visible."""
+    """Write locally, then upload so that no half file is ever visible: straight to the
+    final name on an object store (its upload is atomic), else to a temp name then ``mv``.
+
+    Why no makedirs on an object store: s3fs's creates the *bucket* when it is missing, so
+    a typo in the bucket name would make a new bucket instead of failing."""
     from fsspec.core import url_to_fs
 
     fs, root = url_to_fs(url)
-    try:
-        fs.makedirs(root, exist_ok=True)
-    except Exception:  # noqa: BLE001 - object stores have no real folders; put_file reports real errors
-        pass
-    remote_tmp = f"{root.rstrip('/')}/{_temp_name(final)}"
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    object_store = bool(protocols & _OBJECT_STORES)
+    if not object_store:
+        try:
+            fs.makedirs(root, exist_ok=True)
+        except Exception:  # noqa: BLE001 - put_file reports the real errors
+            pass
     remote_final = f"{root.rstrip('/')}/{final}"
+    remote_tmp = remote_final if object_store else f"{root.rstrip('/')}/{_temp_name(final)}"
     with tempfile.TemporaryDirectory(prefix="tb_profiler-") as local_dir:
         local = _export_local(prof, local_dir, final, use_gzip, use_python_export)
         try:
             fs.put_file(local, remote_tmp)
-            fs.mv(remote_tmp, remote_final)
+            if remote_tmp != remote_final:
+                fs.mv(remote_tmp, remote_final)
         except BaseException:
             try:
-                if fs.exists(remote_tmp):
+                if remote_tmp != remote_final and fs.exists(remote_tmp):
                     fs.rm(remote_tmp)
             except Exception:  # noqa: BLE001 - keep the original error
                 pass

@@ -485,6 +485,32 @@ def test_writer_publishes_real_profiles_to_s3_that_then_load(bucket, use_gzip, t
     assert b'"tbProfilerSourceRoots"' in head
 
 
+def test_writer_never_creates_a_bucket_and_uploads_once(bucket, monkeypatch):
+    """A bucket name with a typo is an error, not a new bucket (s3fs's makedirs creates
+    buckets); on an object store the upload goes straight to the final name (atomic), with
+    no copy and delete after it."""
+    torch = pytest.importorskip("torch")
+    import s3fs
+    from torch.profiler import ProfilerActivity, profile
+
+    def no_mv(self, *args, **kwargs):
+        raise AssertionError("the object was moved after its upload")
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "mv", no_mv)
+    x = torch.randn(4, 4)
+    missing = f"{bucket.name}-typo"
+    handler = tb_profiler.tensorboard_trace_handler(f"s3://{missing}/log", worker_name="w")
+    with pytest.raises(FileNotFoundError):
+        with profile(activities=[ProfilerActivity.CPU], on_trace_ready=handler):
+            (x @ x).sum()
+    buckets = [b["Name"] for b in bucket.client.list_buckets()["Buckets"]]
+    assert missing not in buckets and bucket.name in buckets
+    handler = tb_profiler.tensorboard_trace_handler(bucket.url("log/run"), worker_name="w")
+    with profile(activities=[ProfilerActivity.CPU], on_trace_ready=handler):
+        (x @ x).sum()
+    assert len(bucket.keys()) == 1
+
+
 # -- 4b. a real server process: TensorBoard and `tb-profiler serve`, pointed at s3:// ---------------
 def _free_port() -> int:
     import socket
