@@ -244,10 +244,11 @@ def clean(watch) -> None:
     ("Memory", SAMPLE_CNN, ["Memory over time"]),
     ("Distributed", DDP, ["Computation and communication per rank", "Ranks, slowest first"]),
     ("Trace", V100_RUN, ["Trace timeline"]),
+    ("Diff", V100_RUN, ["Step time breakdown, A and B", "Largest changes"]),
 ])
 def test_axis_ticks_are_nice(serve_url, watch, view, run, owners):
     state = {"view": view, "run": run}
-    if view != "Distributed":
+    if view not in ("Distributed", "Diff"):
         state["span"] = "1"
     open_recorded(watch, f"{serve_url}/{hash_state(**state)}", has_chart(owners[-1]) if view != "Trace"
                   else "() => !!document.querySelector('canvas.timeline-canvas')")
