@@ -11,6 +11,7 @@ import { canvasLabel, showBidiControls } from "../util/bidi";
 import { nameHtml, tooltipLine } from "../util/escape";
 import { breakdownChart, deltaChart } from "../views/Diff";
 import { figureCols } from "../views/Distributed";
+import { RecommendationList } from "../views/Overview";
 import { lateBarsOption, lateRankCols } from "../views/distributed/LateArrivals";
 import { rankCols } from "../views/distributed/Ranks";
 import { Details } from "../views/trace/Details";
@@ -113,8 +114,11 @@ describe("custom cells, key/value lists and notes", () => {
       expect(td.querySelector(".bidi-ctl")).not.toBeNull();
     }
   });
-  it("key/value lists and notes", () => {
-    const el = mount(<><KeyValues items={[["Category", EVIL]]} /><Notes notes={[`no ${EVIL} here`]} /></>);
+  it("key/value lists, notes and recommendations", () => {
+    const rec = { id: "r", severity: "warning", title: `Slow ${EVIL}`, text: `${EVIL} takes most of the step`, url: null };
+    const el = mount(<><KeyValues items={[["Category", EVIL]]} /><Notes notes={[`no ${EVIL} here`]} /><RecommendationList recs={[rec as any]} /></>);
+    expect(el.querySelector(".rec-text bdi")?.textContent).toBe(`${SHOWN} takes most of the step`);
+    expect(el.querySelector(".rec-title bdi")?.textContent).toBe(`Slow ${SHOWN}`);
     noRawControls(el);
     expect(el.querySelector(".kv bdi")?.textContent).toBe(SHOWN);
     expect(el.querySelector(".notes bdi")?.textContent).toBe(`no ${SHOWN} here`);

@@ -8,6 +8,7 @@ import type { DeviceRow, OverviewReply, Recommendation, Step } from "../api/type
 import { Chart, PALETTE, TOOLTIP_BASE, axisTooltip, pieTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/common";
+import { Name } from "../components/Name";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
 import { stackedExtent, valueAxis } from "../util/ticks";
@@ -79,16 +80,16 @@ function BreakdownCharts({ data, dark }: { data: OverviewReply; dark: boolean })
   );
 }
 
-function RecommendationList({ recs }: { recs: Recommendation[] }) {
+export function RecommendationList({ recs }: { recs: Recommendation[] }) {
   if (!recs.length) return <div className="muted">No recommendations: nothing in this trace matched a known performance pattern.</div>;
   return (
     <ul className="recs">
       {recs.map((r, i) => (
         <li key={r.id + i} className={"rec sev-" + String(r.severity).replace(/[^a-z]/g, "")}>
           <div className="rec-title">
-            <span className="sev">{r.severity}</span> {r.title}
+            <span className="sev">{r.severity}</span> <Name text={r.title} />
           </div>
-          <div className="rec-text">{r.text}</div>
+          <div className="rec-text"><Name text={r.text} /></div>
           {r.url && /^https?:\/\//.test(r.url) && (
             <a className="rec-link" href={r.url} target="_blank" rel="noopener noreferrer">
               Read more
