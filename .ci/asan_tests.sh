@@ -20,28 +20,10 @@ else
 fi
 start=$(date +%s)
 
-# 1. a copy of the package and the C sources, built with the sanitizers
-cp -r "$ROOT/tb_profiler" "$ROOT/native" "$ROOT/setup.py" "$WORK/"
-for f in pyproject.toml README.md; do
-  if [ -f "$ROOT/$f" ]; then cp "$ROOT/$f" "$WORK/"; fi
-done
-find "$WORK/tb_profiler" \( -name '*.so' -o -name '*.pyd' -o -name '__pycache__' \) -prune -exec rm -rf {} +
-echo "asan: building tb_profiler._native with -fsanitize=address,undefined in $WORK"
-(cd "$WORK" && TB_PROFILER_ASAN=1 CC="$CC_BIN" "$PYTHON" setup.py -q build_ext --inplace >"$WORK/build.log" 2>&1) || {
-  cat "$WORK/build.log"; echo "asan: build failed"; exit 2; }
-SO="$(ls "$WORK"/tb_profiler/_native*.so)"
-# ldd's output is read whole before grep looks at it: `ldd | grep -q` under pipefail fails
-# at random when grep exits at the first match and ldd dies of SIGPIPE
-DEPS="$(ldd "$SO")"
-if ! grep -q libasan <<<"$DEPS"; then
-  echo "asan: $SO is not linked against libasan:"; echo "$DEPS"; tail -20 "$WORK/build.log"; exit 2
-fi
+# 1. a copy of the package and the C sources, built with the sanitizers (sets SO, LIBASAN,
+#    LIBUBSAN; exits 2 on failure)
+source "$ROOT/.ci/asan_build.sh"
 
-LIBASAN="$("$CC_BIN" -print-file-name=libasan.so)"
-LIBUBSAN="$("$CC_BIN" -print-file-name=libubsan.so)"
-for lib in "$LIBASAN" "$LIBUBSAN"; do
-  if [ ! -e "$lib" ]; then echo "asan: $lib not found"; exit 2; fi
-done
 # torch's sample traces (tests/conftest.py: sample_traces) are written here, without the
 # sanitizers: only the decoder is under test, and torch under ASan is slow and noisy
 if [ -z "${TB_PROFILER_SAMPLE_LOGDIR:-}" ] && [ -f "$ROOT/samples/make_all.py" ] \
