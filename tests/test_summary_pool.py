@@ -216,3 +216,14 @@ def test_cli_summarize_prints_progress_and_a_table(sample_logdir, tmp_path, caps
 
 def test_facts_named_by_the_comparison_exist():
     assert set(FACTS) <= {f for f in TraceSummary.__dataclass_fields__}
+
+
+def test_pool_processes_see_the_environment_of_now(gloo_files, tmp_path, monkeypatch):
+    """A setting made after the first summaries (the forkserver's start) reaches the pool's
+    processes: here a trace-size limit that every file is over."""
+    first = summarize_files(gloo_files[:2], jobs=2, cache_dir=tmp_path / "a")
+    assert all(isinstance(s, TraceSummary) for s in first)
+    monkeypatch.setenv("TB_PROFILER_MAX_TRACE_BYTES", "1000")
+    _no_build_here(monkeypatch)
+    limited = summarize_files(gloo_files[:2], jobs=2, cache_dir=tmp_path / "b")
+    assert all(isinstance(s, Exception) and "over the limit" in str(s) for s in limited), limited

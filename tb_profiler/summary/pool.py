@@ -99,8 +99,17 @@ def _build(paths, names, todo, jobs, dask, store: tuple, columns: bool) -> Itera
     return _on_pool(paths, names, todo, jobs, store, columns)
 
 
-def _one(path: str, worker: str | None, store: tuple, columns: bool = True) -> Outcome:
-    """One file's summary, or its exception (what a pool process runs)."""
+def _one(path: str, worker: str | None, store: tuple, columns: bool = True,
+         environ: dict[str, str] | None = None) -> Outcome:
+    """One file's summary, or its exception (what a pool process runs).
+
+    environ: the caller's environment, made this process's own first.  Why: a process
+    comes from the forkserver, which has the environment of the moment it started (the
+    first summaries of this Python process); credentials or an endpoint set since (say
+    AWS_* in a notebook, for s3:// traces) would otherwise not reach it."""
+    if environ is not None and environ != os.environ:
+        os.environ.clear()
+        os.environ.update(environ)
     try:
         return summary_for(path, cache_dir=store[0], worker=worker, columns=columns, summaries=store[1])
     except Exception as exc:  # noqa: BLE001 - one bad file must not cost the others
@@ -123,7 +132,8 @@ def _on_pool(paths, names, todo, jobs: int, store: tuple, columns: bool) -> Iter
     ctx = _context()
     lost = []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(_one, paths[i], names[i], store, columns): i for i in todo}
+        environ = dict(os.environ)
+        futures = {pool.submit(_one, paths[i], names[i], store, columns, environ): i for i in todo}
         for fut in as_completed(futures):
             try:
                 yield futures[fut], fut.result()
@@ -138,7 +148,7 @@ def _on_pool(paths, names, todo, jobs: int, store: tuple, columns: bool) -> Iter
 def _alone(path: str, worker: str | None, store: tuple, columns: bool, ctx) -> Outcome:
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         try:
-            return pool.submit(_one, path, worker, store, columns).result()
+            return pool.submit(_one, path, worker, store, columns, dict(os.environ)).result()
         except BrokenProcessPool:
             return BrokenProcessPool(f"{path}: the process summarizing it died (out of memory, or a crash)")
 
