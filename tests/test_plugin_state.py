@@ -23,7 +23,7 @@ from tb_profiler.plugin.state import ProfilerState
 P = "/data/plugin/pytorch_profiler/"
 
 
-def wait_for(fn, timeout=20.0, what="condition"):
+def wait_for(fn, what: str = "condition", timeout: float = 20.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         value = fn()

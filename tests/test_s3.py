@@ -18,12 +18,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from datafiles import H100_AFTER_FIX, H100_BEFORE_FIX, V100X4
 from s3_server import s3_server
+from test_plugin_state import wait_for
 from werkzeug.test import Client
 
 import tb_profiler
@@ -324,16 +324,6 @@ def get(client, route, expect=200):
     r = client.get(P + route)
     assert r.status_code == expect, (route, r.status_code, r.get_data()[:300])
     return json.loads(r.get_data())
-
-
-def wait_for(fn, what: str, timeout: float = 30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def test_server_lists_runs_added_to_the_bucket_and_reloads_rewritten_objects(bucket, serve, monkeypatch):
