@@ -34,12 +34,19 @@ while it still fails the same way (crash: the worker dies; failure: the same kin
 fails), under the ASan build, and writes FILE.min next to it: the regression test's input.
 
 Rate (2-core AMD EPYC VM, ASan+UBSan, small seeds, default checks, `nice -n 10`; the machine
-was shared with other work, so the rates varied with its load): one worker alone about 2,300
-exec/s; two workers (the default here) 1,500 to 2,100 exec/s each, 2,900 to 4,100 together,
-so 10M executions take 40 to 57 minutes; --jobs 3 gave 3,600 to 4,100 together (a split
-decode's threads leave a core idle while they start and join). One execution costs about 3.5
-decodes; most of its time is the start and join of the split decode's threads under ASan
-(about 100 us of CPU each), not Python. --ci-seeds: about 600 exec/s per worker.
+was shared with other work, so the rates varied with its load): one worker alone 1,800 to
+2,300 exec/s; two workers (the default here) 1,500 to 2,100 exec/s each, 2,900 to 4,100
+together, so 10M executions take 40 to 57 minutes (at the busiest, 2,500 exec/s: 66 min);
+--jobs 3 gave 3,350 to 4,100 together (a split decode's threads leave a core idle while they
+start and join). Where the time goes (one worker profiled, CPU time per execution): about
+100 us for the mutation, the decode and the invariants; 350 to 550 us for the split check,
+most of it the start and join of the split decode's helper threads under ASan (100 to 300
+us of CPU each: the decoder starts a thread per part and decode, and ASan maps, clears and
+unmaps each thread's state) and ASan's allocator (every decoder part allocates its columns);
+60 to 120 us for the keep_input checks. Python (mutate, current.bin) is under 10%. The
+ASan options tried (a 16 MB quarantine, no release to the OS, 1 MiB thread stacks) gained
+under 8% and are not used: the run keeps .ci/asan_tests.sh's options. --ci-seeds: about 600
+exec/s per worker.
 """
 from __future__ import annotations
 
@@ -456,7 +463,8 @@ def main() -> int:
     ap.add_argument("--executions", type=int, default=10_000_000, help="target executions (default 10,000,000)")
     ap.add_argument("--seconds", type=float, default=0, help="time limit (default: none)")
     ap.add_argument("--jobs", type=int, default=cpus(), help=f"worker processes (default: the CPUs, {cpus()})")
-    ap.add_argument("--chunk", type=int, default=50_000, help="executions per worker process run (default 50,000)")
+    ap.add_argument("--chunk", type=int, default=100_000,
+                    help="executions per worker process run (default 100,000: about a minute)")
     ap.add_argument("--seed", type=int, default=1, help="chunk k's seed is SEED * 1000003 + k (default 1)")
     ap.add_argument("--keep-input-every", type=int, default=4, metavar="N",
                     help="a keep_input check once in N executions on average (0: none; default 4)")
