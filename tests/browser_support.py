@@ -45,6 +45,10 @@ def playwright_browser():
     require(Path(CHROMIUM).exists(), f"{CHROMIUM} missing (apt-get install chromium)")
     require(BUNDLE.exists(), "frontend bundle not built (pip install -e . builds it)")
     sync_api = pytest.importorskip("playwright.sync_api")
+    # expect() polls until its condition holds: a longer ceiling costs a passing test
+    # nothing, and Playwright's 5 s failed a page on a busy 2-core machine while its
+    # trace was still loading
+    sync_api.expect.set_options(timeout=30_000)
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM, headless=True,
@@ -160,8 +164,20 @@ class PageWatch:
     def open(self, url: str) -> None:
         self.page.goto(url, wait_until="networkidle", timeout=60_000)
 
-    def settle(self) -> None:
-        self.page.wait_for_load_state("networkidle", timeout=60_000)
+    def settle(self, timeout_s: float = 60) -> None:
+        """Until the network is idle and no view shows its loading indicator (``.loading``).
+
+        Why both: a view whose trace is still loading is answered 202 and asks again
+        after ``retry_after_ms``; the network is idle between two asks, so on a busy
+        machine networkidle alone came while the page still said "Loading…"."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.page.wait_for_load_state("networkidle", timeout=60_000)
+            if not self.page.evaluate("document.querySelector('.loading') !== null"):
+                break
+            if time.monotonic() > deadline:
+                break  # the test's own assertions say what is missing
+            self.page.wait_for_timeout(200)
         self.page.wait_for_timeout(500)
 
     def text(self) -> str:
