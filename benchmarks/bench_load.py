@@ -225,7 +225,7 @@ def answered(port: int, urls: list[str]) -> tuple[list[str], list[str]]:
 # -- the clients ---------------------------------------------------------------------------
 def client_proc(port: int, threads: int, seconds: float, seed: int, fixed: list[str],
                 runs: list[tuple[str, str, int, int]], share: float, queue) -> None:
-    results: list[tuple[float, float, int]] = []  # (start, latency, status)
+    results: list[tuple[float, float, int, str]] = []  # (start, latency, status, url if not 200)
     lock = threading.Lock()
     end = time.monotonic() + seconds
 
@@ -247,7 +247,7 @@ def client_proc(port: int, threads: int, seconds: float, seed: int, fixed: list[
                 status = -1
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-            mine.append((t, time.monotonic() - t, status))
+            mine.append((t, time.monotonic() - t, status, "" if status == 200 else url))
         with lock:
             results.extend(mine)
 
@@ -285,6 +285,7 @@ def load_run(port: int, pid: int, clients: int, procs: int, seconds: float, seed
     errors = sum(1 for r in results if r[2] != 200)
     return {"requests": len(results), "rps": len(results) / seconds, "errors": errors,
             "error_statuses": sorted({r[2] for r in results if r[2] != 200}),
+            "error_urls": sorted({f"{r[2]} {r[3]}" for r in results if r[2] != 200})[:10],
             "p50_ms": 1000 * lat[len(lat) // 2] if lat else None,
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else None,
             "max_ms": 1000 * lat[-1] if lat else None,
@@ -379,6 +380,8 @@ def main() -> int:
                   f"server alive after: {r['alive_after']}", flush=True)
             print(f"           server RSS MiB (time:MiB): {series(r['rss'])}; warm before the load "
                   f"{r['rss_warm'] / 2**20:.0f}", flush=True)
+            if r["error_urls"]:
+                print(f"           errors on: {r['error_urls']}", flush=True)
             if r["not_ok_before"]:
                 print(f"           not answered 200 before the load: {r['not_ok_before']}", flush=True)
     print()
@@ -388,8 +391,8 @@ def main() -> int:
     for k, unit in (("rps", "requests/s"), ("p50_ms", "ms"), ("p99_ms", "ms"), ("errors", "errors")):
         line = f"  {k:7} now {med['now'][k]:9.1f} {unit}"
         if "base" in med:
-            ratio = med["now"][k] / med["base"][k] if med["base"][k] else float("nan")
-            line += f"   base {med['base'][k]:9.1f}   now/base {ratio:.2f}x"
+            ratio = f"{med['now'][k] / med['base'][k]:.2f}x" if med["base"][k] else "-"
+            line += f"   base {med['base'][k]:9.1f}   now/base {ratio}"
         print(line)
     for label, rs in results.items():
         peak = max(b for r in rs for _, b in r["rss"])
