@@ -165,20 +165,7 @@ class PageWatch:
         self.page.goto(url, wait_until="networkidle", timeout=60_000)
 
     def settle(self, timeout_s: float = 60) -> None:
-        """Until the network is idle and no view shows its loading indicator (``.loading``).
-
-        Why both: a view whose trace is still loading is answered 202 and asks again
-        after ``retry_after_ms``; the network is idle between two asks, so on a busy
-        machine networkidle alone came while the page still said "Loading…"."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.page.wait_for_load_state("networkidle", timeout=60_000)
-            if not self.page.evaluate("document.querySelector('.loading') !== null"):
-                break
-            if time.monotonic() > deadline:
-                break  # the test's own assertions say what is missing
-            self.page.wait_for_timeout(200)
-        self.page.wait_for_timeout(500)
+        settle(self.page, timeout_s)
 
     def text(self) -> str:
         return self.page.inner_text("body")
@@ -191,6 +178,24 @@ class PageWatch:
 
     def close(self) -> None:
         self.context.close()
+
+
+def settle(target, timeout_s: float = 60) -> None:
+    """Until the network of a page (or frame) is idle and no view shows its loading
+    indicator (``.loading``).
+
+    Why both: a view whose trace is still loading is answered 202 and asks again after
+    ``retry_after_ms``; the network is idle between two asks, so on a busy machine
+    networkidle alone came while the page still said "Loading…"."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        target.wait_for_load_state("networkidle", timeout=60_000)
+        if not target.evaluate("document.querySelector('.loading') !== null"):
+            break
+        if time.monotonic() > deadline:
+            break  # the test's own assertions say what is missing
+        target.wait_for_timeout(200)
+    target.wait_for_timeout(500)
 
 
 @pytest.fixture

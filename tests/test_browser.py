@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser_support import (API, V100_RUN, VIEWS, PageWatch, free_port, get_json, hash_state, plugin_frame,
+from browser_support import (API, V100_RUN, VIEWS, PageWatch, free_port, get_json, hash_state, plugin_frame, settle,
                              start_server)
 
 
@@ -66,8 +66,7 @@ def test_untrusted_names_render_as_text(tmp_path, playwright_browser, tmp_path_f
 def test_inside_tensorboard_the_tab_shows_the_overview(tensorboard_url, watch):
     watch.open(f"{tensorboard_url}/#pytorch_profiler")
     frame = plugin_frame(watch.page)
-    frame.wait_for_load_state("networkidle", timeout=60_000)
-    watch.page.wait_for_timeout(1000)
+    settle(frame)
     text = frame.inner_text("body")
     assert "Average step time" in text or "Step time breakdown" in text, text[:500]
     watch.shot("tensorboard-overview")
