@@ -273,16 +273,21 @@ def progress_line(totals: dict, target: int, wall: float, jobs: int) -> str:
             + (f"; about {eta / 60:.1f} min left" if done < target and eta != float("inf") else ""))
 
 
-def run(args) -> int:
-    out = args.out or ROOT / "test-output" / "fuzz" / time.strftime("long-%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = None
+def build_folder(args) -> tuple[Path, str | None]:
+    """(where the ASan copy is built, the temporary folder to remove after, or None when
+    --build-dir names one to keep)."""
     if args.build_dir:
         build_dir = args.build_dir.resolve()
         build_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        tmp = tempfile.mkdtemp(prefix="tb_profiler_fuzz_asan.")
-        build_dir = Path(tmp)
+        return build_dir, None
+    tmp = tempfile.mkdtemp(prefix="tb_profiler_fuzz_asan.")
+    return Path(tmp), tmp
+
+
+def run(args) -> int:
+    out = args.out or ROOT / "test-output" / "fuzz" / time.strftime("long-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    build_dir, tmp = build_folder(args)
     try:
         preload = build(build_dir)
         check_build(build_dir, sanitized_env(build_dir, preload, out / "probe-sanitizer"))
@@ -412,13 +417,7 @@ def shrink(data: bytes, still_fails, report=lambda size, n: None) -> bytes:
 def minimize(args) -> int:
     src = args.minimize.resolve()
     data = src.read_bytes()
-    tmp = None
-    if args.build_dir:
-        build_dir = args.build_dir.resolve()
-        build_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        tmp = tempfile.mkdtemp(prefix="tb_profiler_fuzz_asan.")
-        build_dir = Path(tmp)
+    build_dir, tmp = build_folder(args)
     work = Path(tempfile.mkdtemp(prefix="tb_profiler_fuzz_min."))
     try:
         preload = build(build_dir)
