@@ -39,8 +39,10 @@ def test_series_per_stream(trace):
     assert sorted(series) == [(0, 7), (0, 9)]
     t, length = series[(0, 7)]
     us = [(int(a) // 1000 - T0, int(n)) for a, n in zip(t, length)]
-    # joins at the calls (0, 3, 6 us), leaves at the kernels' ends (30, 50, 70); the graph enqueues 3 at 100
-    assert us == [(0, 1), (3, 2), (6, 3), (30, 2), (50, 1), (70, 0), (100, 3), (115, 2), (120, 1), (125, 0)]
+    # joins at the calls (0, 3, 6 us), leaves at the kernels' ends (30, 50, 70); the graph launch
+    # is one entry (issue 17: its three kernels do not take a slot each) from its call (100)
+    # to its last kernel's end (125)
+    assert us == [(0, 1), (3, 2), (6, 3), (30, 2), (50, 1), (70, 0), (100, 1), (125, 0)]
     assert [(int(a) // 1000 - T0, int(n)) for a, n in zip(*series[(0, 9)])] == [(200, 1), (215, 0)]
 
 
@@ -48,12 +50,13 @@ def test_stream_figures_full_and_blocked(trace):
     out = queue_length(trace, full_at=2)
     s7, s9 = out["streams"].to_dict("records")
     assert (s7["operations"], s7["max_len"], s9["operations"], s9["max_len"]) == (6, 3, 1, 1)
-    # length >= 2 during [3, 50) and [100, 120): 47 + 20 us
-    assert s7["time_full_ns"] == 67_000 and s9["time_full_ns"] == 0
-    # calls starting while 2 or more were queued: the third launch (at 6 us, 30 us long)
+    # length >= 2 during [3, 50) only: the graph launch is one entry
+    assert s7["time_full_ns"] == 47_000 and s9["time_full_ns"] == 0
+    # calls starting while 2 or more were queued: the third launch (at 6 us, 30 us long, while
+    # the cudaLaunchKernel calls started on a shorter queue took 2 us: more than twice that)
     assert (s7["blocked_calls"], s7["blocked_ns"]) == (1, 30_000)
-    # time-weighted mean over [0, 125) us: 1*3 + 2*3 + 3*24 + 2*20 + 1*20 + 0*30 + 3*15 + 2*5 + 1*5 = 201 us.queue
-    assert s7["mean_len"] == pytest.approx(201 / 125)
+    # time-weighted mean over [0, 125) us: 1*3 + 2*3 + 3*24 + 2*20 + 1*20 + 0*30 + 1*25 = 166 us.queue
+    assert s7["mean_len"] == pytest.approx(166 / 125)
     assert "1 device operations have no launch call" in out["notes"][0]
     assert queue_length(trace)["streams"]["blocked_calls"].tolist() == [0, 0]  # 1024 by default
     with pytest.raises(ValueError):
@@ -63,7 +66,7 @@ def test_stream_figures_full_and_blocked(trace):
 def test_bins_keep_short_peaks(trace):
     a = (T0 + 0) * 1000
     ((d, s, v), (_, _, v9)) = queue_bins(trace, a, a + 250_000, 5)  # 50 us bins
-    assert (d, s) == (0, 7) and v.tolist() == [3, 1, 3, 0, 0] and v9.tolist() == [0, 0, 0, 0, 1]
+    assert (d, s) == (0, 7) and v.tolist() == [3, 1, 1, 0, 0] and v9.tolist() == [0, 0, 0, 0, 1]
 
 
 def test_no_launched_work(tmp_path):

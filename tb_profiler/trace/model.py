@@ -147,7 +147,7 @@ class Trace:
     def roles(self) -> np.ndarray:
         """What each event is (a ``trace.roles.Role`` per row): the one answer to "is this
         device compute, a copy, a runtime call, host work?" that every analysis reads."""
-        out = role_column(self.events["kind"])
+        out = role_column(self.events["kind"], self.events["name"], self.strings)
         out.flags.writeable = False
         return out
 

@@ -10,15 +10,22 @@ breakdown, device summary, utilization, Kernel view, timeline tracks, operators'
 time, ``has_device``, the CLI) reads ``trace.roles``.
 
 A role is a small int per event, from a lookup table indexed by the event's kind, so the
-whole column costs one gather.
+whole column costs one gather. One exception goes by name within a category: a backend that
+records its copies under its compute category (MTIA's command processor writes its DMA
+transfers as ``mtia_ccp_events`` named ``dma_request``, size and direction in their args)
+has them listed in ``NAMED_COPIES``; they are copies (Role.MEMCPY), not compute, so the
+Kernel share, the kernel tables and the copy-bandwidth view all see them as copies.  The
+name test runs once per distinct name string, never per event.
 """
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 import numpy as np
 
 from tb_profiler.trace.categories import KIND_NAMES, Kind
+from tb_profiler.trace.strings import map_string_ids
 
 
 class Role(enum.IntEnum):
@@ -66,9 +73,43 @@ DEVICE_SIDE = (*DEVICE_WORK, Role.DEVICE_MARK)
 HOST_WORK = (Role.HOST_OP, Role.ANNOTATION)
 
 
-def role_column(kinds: np.ndarray) -> np.ndarray:
-    """uint8 role per event from its kind column."""
-    return ROLE_OF_KIND[np.asarray(kinds, dtype=np.intp)]
+@dataclass(frozen=True)
+class NamedCopy:
+    """Device events of a compute category that are memory copies, told by their name, and
+    the args keys that hold their size in bytes and their direction."""
+
+    kind: Kind
+    name: str
+    bytes_arg: str
+    direction_arg: str
+
+
+# MTIA: the command processor's DMA requests (libkineto's MTIA activity, as in HTA's test
+# traces mtia_trace_single_rank and mtia_inference_trace: args {"direction":
+# "HOST_TO_DEVICE" | "DEVICE_TO_HOST", "size": bytes, ...}).
+NAMED_COPIES: tuple[NamedCopy, ...] = (NamedCopy(Kind.MTIA_CCP_EVENTS, "dma_request", "size", "direction"),)
+
+
+def named_copy_index(kinds: np.ndarray, names: np.ndarray, strings: np.ndarray) -> np.ndarray:
+    """Per event, the index in NAMED_COPIES of the entry it matches (category and name),
+    -1 for every other event."""
+    kinds = np.asarray(kinds)
+    out = np.full(len(kinds), -1, dtype=np.int8)
+    for i, copy in enumerate(NAMED_COPIES):  # a loop over a few rules, not events
+        rows = np.flatnonzero(kinds == int(copy.kind))
+        if len(rows):
+            hit = map_string_ids(np.asarray(names)[rows], strings, copy.name.__eq__, bool, False)
+            out[rows[hit]] = i
+    return out
+
+
+def role_column(kinds: np.ndarray, names: np.ndarray | None = None, strings: np.ndarray | None = None) -> np.ndarray:
+    """uint8 role per event from its kind column; with the name column and the string
+    table, the events of NAMED_COPIES are copies (the trace's roles always pass them)."""
+    out = ROLE_OF_KIND[np.asarray(kinds, dtype=np.intp)]
+    if names is not None and strings is not None:
+        out[named_copy_index(kinds, names, strings) >= 0] = Role.MEMCPY
+    return out
 
 
 def role_mask(roles: np.ndarray, wanted) -> np.ndarray:
@@ -86,5 +127,5 @@ def role_counts(roles: np.ndarray) -> dict[str, int]:
     return {Role(i).name.lower(): int(c) for i, c in enumerate(counts.tolist()) if c}
 
 
-__all__ = ["DEVICE_SIDE", "DEVICE_WORK", "HOST_WORK", "ROLE_OF_KIND", "Role", "role_column", "role_counts",
-           "role_mask"]
+__all__ = ["DEVICE_SIDE", "DEVICE_WORK", "HOST_WORK", "NAMED_COPIES", "ROLE_OF_KIND", "NamedCopy", "Role",
+           "named_copy_index", "role_column", "role_counts", "role_mask"]
