@@ -217,9 +217,10 @@ def test_missing_pieces_give_empty_or_partial_results(tmp_path):
 
 def test_sort_by_is_validated():
     assert sort_key("self_cuda_time_total") == "self_device_time_total"
+    assert sort_key("self_cuda_memory_usage") == "self_device_memory_usage"
     assert sort_key("xpu_time") == "device_time" and sort_key("count") == "count" and sort_key(None) is None
     with pytest.raises(ValueError, match="self_cpu_time_total") as err:
-        sort_key("cpu_memory_usage")
+        sort_key("flops")
     assert "cuda_time_total" in str(err.value)
 
 

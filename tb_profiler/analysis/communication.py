@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.shared import compute, name_map
+from tb_profiler.analysis.shared import compute, frozen, name_map
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind, kind_mask
@@ -43,6 +43,26 @@ def comm_calls(trace) -> np.ndarray:
     host = kind_mask(ev["kind"], _HOST_KINDS)
     comm = name_flags(trace, is_comm_name) | (ev["collective_name"] >= 0) | (ev["kind"] == Kind.COLLECTIVE_COMM)
     return host & comm & valid_times(trace)
+
+
+def is_work_range_name(name: str) -> bool:
+    """``<backend>:<op>`` (gloo:all_reduce, nccl:all_gather, ...): the range c10d's ``Work``
+    opens when a collective is issued and closes when it completes."""
+    return BACKEND_RE.match(name) is not None
+
+
+@per_trace
+def async_ranges(trace) -> np.ndarray:
+    """Mask of host ranges that are asynchronous in torch's sense: they may start and end
+    on different threads, so they are nobody's parent or child and have no self time.
+
+    torch marks them with ``RecordFunction::_setAsync`` (``kineto_event.is_async()``),
+    which the trace file does not carry; c10d's ``Work`` is the one caller in torch that
+    sets it, and its ranges are the ``<backend>:<op>`` user annotations (gloo:all_reduce,
+    nccl:all_reduce, ...). They are recognised by category and name."""
+    ev = trace.events
+    ranges = kind_mask(ev["kind"], (Kind.USER_ANNOTATION,))
+    return frozen(ranges & name_flags(trace, is_work_range_name))
 
 
 @per_trace

@@ -1,47 +1,67 @@
-"""``prof.key_averages().table()`` from a trace file, without torch.
+"""``prof.key_averages()`` from a trace file, without torch, row for row.
 
-Why: people know torch's text table and paste it into issues; being able to print the
-same table from a saved trace (any machine, no torch, no GPU) makes traces comparable
-with what they saw live. The numbers follow torch's rules, not the old plugin's:
-- rows are host calls (cpu_op, user annotations, runtime calls) and device events
-  (kernels, memcpy, memset), keyed by name (ProfilerStep#N as ProfilerStep*), by kind
-  (host or device) and, when asked, by input shapes;
+Why: people know torch's table and paste it into issues; printing the same rows from a
+saved trace (any machine, no torch, no GPU) makes traces comparable with what they saw
+live, and a number that differs from torch's is a number nobody trusts. So the rules are
+torch's own (``torch/autograd/profiler.py: _parse_kineto_results`` and
+``profiler_util.EventList``), checked against ``key_averages()`` of the same profile by
+tests/test_torch_oracle.py:
+
+- every host event is a node of one tree per thread, Python frames (``python_function``)
+  included: an event's self time is its duration less its direct children's, so the
+  time of Python code an op calls back into is the frames' (``with_stack=True``);
 - torch's hidden utility events (aten::_version, profiler::_record_function_* ...) are
   left out, their time staying in the parent's self time; a same-name only child is
-  folded into its parent (``EventList._remove_dup_nodes``);
-- Self CPU % and CPU total % are shares of the summed self CPU time; the device %
-  is a share of the summed device-event time.
-Not reproduced: python_function rows (torch lists them when the trace was taken
-``with_stack=True``, with self times that can go negative) and memory columns.
+  folded into its parent, whatever its kind (``EventList._remove_dup_nodes``);
+- async ranges (``communication.async_ranges``: gloo:*/nccl:* work ranges) are rows of
+  their own with their whole duration as total and no self time, in no one's tree;
+- rows are keyed by name (ProfilerStep#N as ProfilerStep*), device or host, whether the
+  event is a user annotation, and when asked by input shapes and the innermost N stack
+  frames; they come in the order of their first event;
+- memory (``profile_memory=True``): an event's memory is the bytes of every ``[memory]``
+  record within its time, on any thread; records inside no host event are rows named
+  ``[memory]`` (and ``[OutOfMemory]`` records rows of their own), as torch lists them;
+- times are torch's floats: microseconds from the profiler's start (the trace's
+  ``PyTorch Profiler`` span), summed in torch's order, so sorting ties break as in torch.
+
+Where ours differs on purpose (docs/api.md, "key_averages"): TensorList inputs keep one
+shape per tensor (torch prints ``[]``), and ``group_by_stack_n`` groups by the stack the
+trace's Python frames give (torch 2.x leaves eager ops' stacks empty); the rows of one
+name still add up to torch's row.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from tb_profiler.analysis.communication import async_ranges
+from tb_profiler.analysis.links import NO_ROW
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.operators import (
-    TORCH_HIDDEN_NAMES,
-    CallTree,
-    build_call_tree,
-    input_shapes,
-)
+from tb_profiler.analysis.operators import CALL_ROLES, TORCH_HIDDEN_NAMES, CallTree, build_call_tree, input_shapes
+from tb_profiler.analysis.shared import name_map
+from tb_profiler.analysis.stacks import op_stacks
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
+# torch's sort_by names (after cuda/xpu/... -> device)
 SORT_KEYS = ("cpu_time", "cpu_time_total", "self_cpu_time_total", "device_time", "device_time_total",
-             "self_device_time_total", "count")
+             "self_device_time_total", "count", "cpu_memory_usage", "self_cpu_memory_usage",
+             "device_memory_usage", "self_device_memory_usage")
+COLUMNS = ("device", "user_annotation", "is_async", "count", "self_cpu_time_total", "cpu_time_total", "cpu_time",
+           "self_device_time_total", "device_time_total", "device_time", "cpu_memory_usage",
+           "self_cpu_memory_usage", "device_memory_usage", "self_device_memory_usage")
 _DEVICE_ALIASES = ("cuda", "xpu", "privateuse1", "mtia", "hpu")
-# torch's header word per backend (use_device.upper()); ROCm runs as "cuda" in torch.
-_TORCH_DEVICE_NAMES = {"CUDA": "CUDA", "ROCm": "CUDA", "XPU": "XPU", "MTIA": "MTIA", "HPU": "HPU"}
-_NAME_WIDTH, _SHAPES_WIDTH, _COL_WIDTH, _SPACING = 55, 80, 12, 2
+# torch's DeviceType values whose memory records count as CPU / device memory
+# (profiler.py: _cpu_memory_usage, _device_memory_usage)
+_CPU_MEMORY = (0, 2, 5)           # CPU, MKLDNN, IDEEP
+_DEVICE_MEMORY = (1, 20, 6, 12)   # CUDA, PrivateUse1, HIP, XPU
+MEMORY_ROW, OOM_ROW = "[memory]", "[OutOfMemory]"
 
 
 @per_trace
 def torch_call_tree(trace) -> CallTree:
     """The call tree under torch's key_averages rules."""
-    return build_call_tree(trace, hidden_names=TORCH_HIDDEN_NAMES, runtime_is_child=True,
-                           fold_kinds=(Kind.CPU_OP, Kind.USER_ANNOTATION))
+    return build_call_tree(trace, hidden_names=TORCH_HIDDEN_NAMES, runtime_is_child=True, fold_kinds=None)
 
 
 def sort_key(sort_by: str | None) -> str | None:
@@ -69,133 +89,239 @@ def _torch_names(trace, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return key_of_used.reshape(-1)[inv.reshape(-1)], uniq.astype(object)
 
 
-def key_averages(trace, group_by_input_shape: bool = False):
+@per_trace
+def _start_ns(trace) -> int:
+    """The profiler's start, torch's time zero (``trace_start_ns``): the trace's
+    ``PyTorch Profiler`` span where there is one, else its first event."""
+    ev = trace.events
+    span = np.flatnonzero((ev["kind"] == Kind.TRACE) & (ev["ts"] != MISSING_INT))
+    if len(span):
+        return int(ev["ts"][span].min())
+    ok = ev["ts"] != MISSING_INT
+    return int(ev["ts"][ok].min()) if ok.any() else 0
+
+
+def _hidden(trace) -> np.ndarray:
+    return name_map(trace, TORCH_HIDDEN_NAMES.__contains__)
+
+
+@per_trace
+def _memory(trace) -> dict:
+    """torch's memory figures: per event, the bytes of the [memory] records within its
+    [start, end] on any thread (cpu, device); the records inside no host event, and the
+    [OutOfMemory] records (ts, cpu bytes, device bytes, name) that become rows."""
+    ev = trace.events
+    n = len(ev)
+    rec = trace.memory_records
+    ok = rec["ts"] != MISSING_INT
+    order = np.flatnonzero(ok)[np.argsort(rec["ts"][ok], kind="stable")]
+    rts = rec["ts"][order]
+    cpu_b, dev_b = _split_bytes(rec["bytes"][order], rec["device_type"][order])
+    cpu_cum, dev_cum = np.r_[0, np.cumsum(cpu_b)], np.r_[0, np.cumsum(dev_b)]
+    host = np.flatnonzero(_host_events(trace) & (ev["ts"] != MISSING_INT))
+    start = ev["ts"][host]
+    end = start + np.where(ev["dur"][host] == MISSING_INT, 0, ev["dur"][host])
+    lo, hi = np.searchsorted(rts, start, "left"), np.searchsorted(rts, end, "right")
+    cpu, dev = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    cpu[host], dev[host] = cpu_cum[hi] - cpu_cum[lo], dev_cum[hi] - dev_cum[lo]
+    # a record is used when some host event covers it: among the events starting at or
+    # before it, the furthest end reaches it
+    free = np.ones(len(rts), bool)
+    if len(host):
+        by_start = np.argsort(start, kind="stable")
+        reach = np.maximum.accumulate(end[by_start])
+        k = np.searchsorted(start[by_start], rts, "right") - 1
+        free = (k < 0) | (reach[np.maximum(k, 0)] < rts)
+    oom = _oom_records(trace)
+    return {"cpu": cpu, "device": dev,
+            "rows_ts": np.concatenate([rts[free], oom["ts"]]),
+            "rows_cpu": np.concatenate([cpu_b[free], oom["cpu"]]),
+            "rows_dev": np.concatenate([dev_b[free], oom["dev"]]),
+            "rows_oom": np.r_[np.zeros(int(free.sum()), bool), np.ones(len(oom["ts"]), bool)]}
+
+
+def _split_bytes(nbytes: np.ndarray, device_type: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cpu bytes, device bytes) of memory records, by torch's device types."""
+    nbytes = np.where(nbytes == MISSING_INT, 0, nbytes).astype(np.int64)
+    return (np.where(np.isin(device_type, _CPU_MEMORY), nbytes, 0),
+            np.where(np.isin(device_type, _DEVICE_MEMORY), nbytes, 0))
+
+
+def _oom_records(trace) -> dict:
+    inst = trace.instants
+    oom = np.flatnonzero(_named(trace, inst["name"], OOM_ROW) & (inst["ts"] != MISSING_INT)) if len(inst) else \
+        np.zeros(0, np.int64)
+    cpu, dev = _split_bytes(inst["mem_bytes"][oom], inst["device_type"][oom]) if len(oom) else (oom, oom)
+    return {"ts": inst["ts"][oom] if len(oom) else oom, "cpu": cpu, "dev": dev}
+
+
+def _named(trace, ids: np.ndarray, text: str) -> np.ndarray:
+    strings = trace.strings
+    hit = [i for i in np.unique(ids).tolist() if 0 <= i < len(strings) and strings[i] == text]
+    return np.isin(ids, hit)
+
+
+@per_trace
+def _host_events(trace) -> np.ndarray:
+    """Events torch makes host FunctionEvents of: every host event of the call tree's
+    roles that is not hidden, async ranges included."""
+    return role_mask(trace.roles, CALL_ROLES) & ~_hidden(trace)
+
+
+def _self_cpu(trace, tree: CallTree, host: np.ndarray, elapsed_host: np.ndarray) -> np.ndarray:
+    """torch's self CPU time of host rows: elapsed less the children's elapsed, summed in
+    the children's start order (floats, as torch)."""
+    n = len(trace.events)
+    elapsed = np.zeros(n)
+    elapsed[host] = elapsed_host
+    child = host[tree.parent[host] >= 0]
+    child = child[np.lexsort((-elapsed[child], trace.events["ts"][child]))]
+    children = np.bincount(tree.parent[child], weights=elapsed[child], minlength=n)
+    return elapsed[host] - children[host]
+
+
+def _self_memory(tree: CallTree, host: np.ndarray, usage: np.ndarray) -> np.ndarray:
+    child = host[tree.parent[host] >= 0]
+    below = np.zeros(len(usage), np.int64)
+    np.add.at(below, tree.parent[child], usage[child])
+    return usage[host] - below[host]
+
+
+def _stack_keys(trace, rows: np.ndarray, n: int) -> tuple[np.ndarray, list[list[str]]]:
+    """(key per row, frames per key): each row's innermost n stack frames."""
+    sid, table = op_stacks(trace)
+    used, inv = np.unique(sid[rows], return_inverse=True)
+    texts = np.array(["\n".join(table.texts(int(s))[:n]) if s >= 0 else "" for s in used.tolist()], dtype=str)
+    uniq, key = np.unique(texts, return_inverse=True)
+    frames = [u.split("\n") if u else [] for u in uniq.tolist()]
+    return key.reshape(-1)[inv.reshape(-1)], frames
+
+
+class _Rows:
+    """The events and memory records torch lists, with their per-event figures (floats
+    in us, bytes), in torch's event order (by start, longest first)."""
+
+    def __init__(self, trace, tree: CallTree):
+        ev = trace.events
+        host = np.flatnonzero(tree.node & ~tree.merged)
+        asynchronous = np.flatnonzero(async_ranges(trace) & ~_hidden(trace))
+        device = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK) | (ev["kind"] == Kind.GPU_USER_ANNOTATION))
+        mem = _memory(trace)
+        n_free = len(mem["rows_ts"])
+        event_rows = np.concatenate([host, asynchronous, device])
+        part = np.repeat(np.arange(4), [len(host), len(asynchronous), len(device), n_free])
+        t0 = _start_ns(trace)
+        dur = np.where(ev["dur"][event_rows] == MISSING_INT, 0, ev["dur"][event_rows])
+        start = np.concatenate([(ev["ts"][event_rows] - t0) / 1000.0, (mem["rows_ts"] - t0) / 1000.0])
+        end = np.concatenate([(ev["ts"][event_rows] + dur - t0) / 1000.0, (mem["rows_ts"] - t0) / 1000.0])
+        elapsed = end - start
+        m = len(part)
+        v = {k: np.zeros(m) for k in ("self_cpu", "self_dev", "dev")}
+        v["cpu"] = np.where(part <= 1, elapsed, 0.0)
+        is_host = part == 0
+        v["self_cpu"][is_host] = _self_cpu(trace, tree, host, elapsed[is_host])
+        v["self_dev"][is_host] = tree.device_self[host] / 1000.0
+        v["dev"][is_host] = tree.device_total[host] / 1000.0
+        v["self_dev"][part == 2] = v["dev"][part == 2] = elapsed[part == 2]
+        for col, src, rows_col in (("cpu_mem", "cpu", "rows_cpu"), ("dev_mem", "device", "rows_dev")):
+            usage = mem[src]
+            v[col] = np.concatenate([usage[event_rows], mem[rows_col]])
+            v[col][part == 2] = 0
+            v["self_" + col] = v[col].copy()
+            v["self_" + col][is_host] = _self_memory(tree, host, usage)
+            v["self_" + col][(part == 1) | (part == 2)] = 0
+        names, name_text = _torch_names(trace, ev["name"][event_rows])
+        free_names = np.where(mem["rows_oom"], len(name_text) + 1, len(name_text))
+        self.name_text = np.concatenate([name_text, np.array([MEMORY_ROW, OOM_ROW], dtype=object)])
+        ua = (ev["kind"] == Kind.USER_ANNOTATION) | (ev["kind"] == Kind.GPU_USER_ANNOTATION)
+        order = np.lexsort((-elapsed, start))
+        self.order = order
+        self.event_rows = np.concatenate([event_rows, np.full(n_free, NO_ROW)])[order]
+        self.part = part[order]
+        self.name = np.concatenate([names, free_names])[order]
+        self.ua = np.concatenate([ua[event_rows], np.zeros(n_free, bool)])[order]
+        self.values = {k: a[order] for k, a in v.items()}
+
+
+def key_averages(trace, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
     """torch's ``key_averages()`` as a DataFrame, times in microseconds (float) as torch.
 
-    Columns: name, [input_shapes], device (False: host call, True: device event), count,
+    Columns: name, [input_shapes], [stack] (frames, innermost first), device (False: a
+    host event, True: a device event), user_annotation, is_async, count,
     self_cpu_time_total, cpu_time_total, cpu_time, self_device_time_total,
-    device_time_total, device_time; rows in first-call order.
+    device_time_total, device_time, cpu_memory_usage, self_cpu_memory_usage,
+    device_memory_usage, self_device_memory_usage (bytes); rows in first-call order.
     """
     import pandas as pd
 
-    ev = trace.events
-    tree = torch_call_tree(trace)
-    host = np.flatnonzero(tree.node & ~tree.merged)
-    dev = np.flatnonzero(role_mask(trace.roles, DEVICE_WORK))
-    rows = np.concatenate([host, dev])
-    dur = np.where(ev["dur"][rows] == MISSING_INT, 0, ev["dur"][rows]).astype(np.float64)
-    is_dev = np.arange(len(rows)) >= len(host)
-    name_key, name_text = _torch_names(trace, ev["name"][rows])
-    names = name_text[name_key]
-    keys = [name_key, is_dev.astype(np.int64)]
-    shapes = None
-    if group_by_input_shape and len(rows):
-        shape_key, shape_text = input_shapes(trace, rows)
+    r = _Rows(trace, torch_call_tree(trace))
+    extra_cols = (["input_shapes"] if group_by_input_shape else []) + (["stack"] if group_by_stack_n else [])
+    if not len(r.part):
+        return pd.DataFrame({c: [] for c in ["name", *extra_cols, *COLUMNS]})
+    keys = [r.name, (r.part == 2).astype(np.int64), r.ua.astype(np.int64)]
+    extra: dict[str, np.ndarray] = {}
+    is_event = r.event_rows >= 0
+    if group_by_input_shape:
+        shape_key = np.full(len(r.part), -1, np.int64)
+        text = np.full(len(r.part), "[]", dtype=object)
+        if is_event.any():
+            k, t = input_shapes(trace, r.event_rows[is_event])
+            shape_key[is_event], text[is_event] = k, t[k]
         keys.append(shape_key)
-        shapes = shape_text[shape_key]
-    return _average(pd, trace, tree, rows, dur, is_dev, names, keys, shapes)
+        extra["input_shapes"] = text
+    if group_by_stack_n:
+        stack_key = np.full(len(r.part), -1, np.int64)
+        frames_of = np.empty(len(r.part), dtype=object)
+        frames_of[:] = [[]] * len(r.part) if len(r.part) else []
+        if is_event.any():
+            k, frames = _stack_keys(trace, r.event_rows[is_event], group_by_stack_n)
+            stack_key[is_event] = k
+            lut = np.empty(len(frames), dtype=object)
+            lut[:] = frames
+            frames_of[is_event] = lut[k]
+        keys.append(stack_key)
+        extra["stack"] = frames_of
+    return _average(pd, r, keys, extra)
 
 
-def _average(pd, trace, tree: CallTree, rows, dur, is_dev, names, keys, shapes):
-    """Group rows by keys and sum torch's columns (us), first-call order."""
-    cols = ["name"] + (["input_shapes"] if shapes is not None else []) + [
-        "device", "count", "self_cpu_time_total", "cpu_time_total", "cpu_time",
-        "self_device_time_total", "device_time_total", "device_time"]
-    if not len(rows):
-        return pd.DataFrame({c: [] for c in cols})
+def _average(pd, r: _Rows, keys: list[np.ndarray], extra: dict):
+    """Group rows by keys (rows in torch's event order) and sum torch's columns."""
     _, first, inv = np.unique(np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
     m = len(first)
-    ts = trace.events["ts"][rows]
+    v = r.values
 
-    def total(values):
-        return np.bincount(inv, weights=values, minlength=m) / 1e3
+    def total(values):  # bincount adds in row order: torch's order of += per key
+        return np.bincount(inv, weights=values, minlength=m)
+
+    def total_int(values):
+        out = np.zeros(m, np.int64)
+        np.add.at(out, inv, values)
+        return out
 
     count = np.bincount(inv, minlength=m)
-    self_cpu = total(np.where(is_dev, 0.0, tree.host_self[rows]))
-    cpu = total(np.where(is_dev, 0.0, dur))
-    self_dev = total(np.where(is_dev, dur, tree.device_self[rows]))
-    dev = total(np.where(is_dev, dur, tree.device_total[rows]))
-    first_ts = np.full(m, np.iinfo(np.int64).max)
-    np.minimum.at(first_ts, inv, ts)
-    order = np.lexsort((first, first_ts))
-    data = {"name": names[first], **({"input_shapes": shapes[first]} if shapes is not None else {}),
-            "device": is_dev[first], "count": count, "self_cpu_time_total": self_cpu,
-            "cpu_time_total": cpu, "cpu_time": cpu / count, "self_device_time_total": self_dev,
-            "device_time_total": dev, "device_time": dev / count}
-    return pd.DataFrame(data).iloc[order].reset_index(drop=True)
-
-
-def format_time(us: float) -> str:
-    """torch's _format_time: 1.234s, 1.234ms or 1.234us."""
-    if us >= 1e6:
-        return f"{us / 1e6:.3f}s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f}ms"
-    return f"{us:.3f}us"
-
-
-def format_share(part: float, whole: float) -> str:
-    return "NaN" if whole == 0 else f"{part * 100.0 / whole:.2f}%"
-
-
-def device_header(trace) -> str:
-    """The word torch's table uses for this trace's device (CUDA, XPU, MTIA, ...)."""
-    kinds = trace.device_kinds
-    if not kinds:
-        return "None"
-    return _TORCH_DEVICE_NAMES.get(kinds[0], (trace.device_word or kinds[0]).upper())
+    cpu, dev = total(v["cpu"]), total(v["dev"])
+    data = {"name": r.name_text[r.name[first]], **{k: a[first] for k, a in extra.items()},
+            "device": r.part[first] == 2, "user_annotation": r.ua[first], "is_async": r.part[first] == 1,
+            "count": count, "self_cpu_time_total": total(v["self_cpu"]), "cpu_time_total": cpu,
+            "cpu_time": cpu / count, "self_device_time_total": total(v["self_dev"]), "device_time_total": dev,
+            "device_time": dev / count}
+    for col, name in (("cpu_mem", "cpu_memory_usage"), ("self_cpu_mem", "self_cpu_memory_usage"),
+                      ("dev_mem", "device_memory_usage"), ("self_dev_mem", "self_device_memory_usage")):
+        data[name] = total_int(v[col])
+    return pd.DataFrame(data).iloc[np.argsort(first, kind="stable")].reset_index(drop=True)
 
 
 def table(trace, sort_by: str | None = "self_cpu_time_total", row_limit: int = 10,
-          group_by_input_shape: bool = False) -> str:
-    """The text of ``prof.key_averages(group_by_input_shape).table(sort_by, row_limit)``
-    for this trace: same columns, widths, rounding and footer as torch's."""
+          group_by_input_shape: bool = False, group_by_stack_n: int = 0, **kw) -> str:
+    """The text of ``prof.key_averages(group_by_input_shape, group_by_stack_n).table(sort_by,
+    row_limit)`` for this trace: same rows, columns, widths, rounding and footer as
+    torch's (keyword arguments as torch's ``table``: max_name_column_width, ...)."""
+    from tb_profiler.analysis.keyavg_text import render
+
     key = sort_key(sort_by)
-    avg = key_averages(trace, group_by_input_shape)
-    if not len(avg):
-        return ""
-    if key is not None:
-        avg = avg.sort_values(key, ascending=False, kind="stable")
-    return _render(avg, device_header(trace), row_limit, group_by_input_shape)
+    avg = key_averages(trace, group_by_input_shape, group_by_stack_n)
+    return render(trace, avg, key, row_limit, **kw)
 
 
-def _render(avg, dev_name: str, row_limit: int, with_shapes: bool) -> str:
-    """Lay the rows out exactly as torch's _build_table."""
-    has_dev = bool((avg["self_device_time_total"] > 0).any())
-    name_w = min(int(avg["name"].str.len().max()) + 4, _NAME_WIDTH)
-    headers = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
-    if has_dev:
-        headers += [f"Self {dev_name}", f"Self {dev_name} %", f"{dev_name} total", f"{dev_name} time avg"]
-    headers.append("# of Calls")
-    widths = [name_w] + [_COL_WIDTH] * (len(headers) - 1)
-    if with_shapes:
-        headers.append("Input Shapes")
-        widths.append(min(int(avg["input_shapes"].str.len().max()) + 4, _SHAPES_WIDTH))
-    fmt = "".join("{: >" + str(w) + "}" + " " * _SPACING for w in widths)
-    sep = "".join("-" * w + " " * _SPACING for w in widths)
-    sum_cpu = float(avg["self_cpu_time_total"].sum())
-    sum_dev = float(avg.loc[avg["device"], "self_device_time_total"].sum())
-    lines = [sep, fmt.format(*headers), sep]
-    for r in avg.head(max(row_limit, 0)).itertuples(index=False):
-        lines.append(fmt.format(*_row(r, name_w, has_dev, with_shapes, widths[-1], sum_cpu, sum_dev)))
-    lines += [sep, f"Self CPU time total: {format_time(sum_cpu)}"]
-    if has_dev:
-        lines.append(f"Self {dev_name} time total: {format_time(sum_dev)}")
-    return "\n".join(lines) + "\n"
-
-
-def _row(r, name_w: int, has_dev: bool, with_shapes: bool, shapes_w: int, sum_cpu: float, sum_dev: float) -> list:
-    name = r.name if len(r.name) < _NAME_WIDTH - 3 else r.name[:_NAME_WIDTH - 3] + "..."
-    values = [name, format_share(r.self_cpu_time_total, sum_cpu), format_time(r.self_cpu_time_total),
-              format_share(r.cpu_time_total, sum_cpu), format_time(r.cpu_time_total), format_time(r.cpu_time)]
-    if has_dev:
-        values += [format_time(r.self_device_time_total), format_share(r.self_device_time_total, sum_dev),
-                   format_time(r.device_time_total), format_time(r.device_time)]
-    values.append(r.count)
-    if with_shapes:
-        values.append(str(r.input_shapes)[:shapes_w])
-    return values
-
-
-__all__ = ["SORT_KEYS", "device_header", "key_averages", "sort_key", "table", "torch_call_tree"]
+__all__ = ["COLUMNS", "SORT_KEYS", "key_averages", "sort_key", "table", "torch_call_tree"]

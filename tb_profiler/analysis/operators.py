@@ -2,10 +2,17 @@
 
 Why a call tree first: every number here is a sum over the host call nesting. An op's
 host self time is its duration minus its direct host children (child ops, annotations,
-runtime calls, as torch's ``self_cpu_time_total`` and the old plugin count it); its
+runtime calls and Python frames, as torch's ``self_cpu_time_total`` counts it); its
 device self time is the kernels/memcpys/memsets it launched itself (its runtime calls
 sit directly in it, ``links.launching_op``), device total adds those of every op below.
 The tree is a handful of int64 arrays over the events, built once per trace.
+
+Python frames (``python_function``, traces taken ``with_stack=True``) are nodes of the
+tree, as in torch's: the time of Python code an op calls back into (an autograd.Function's
+backward, a tensor subclass's ``__torch_dispatch__``, a checkpointed forward) belongs to
+those frames, not to the op's self time; the op's ``python_ns`` column shows it. Async
+ranges (``communication.async_ranges``: c10d's ``gloo:*``/``nccl:*`` work ranges, which
+may end on another thread) are nobody's parent or child.
 
 Rules kept from the old torch-tb-profiler (checked against it on the V100 traces by
 benchmarks/compare_old_plugin_tables.py):
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tb_profiler.analysis.communication import async_ranges
 from tb_profiler.analysis.gpu import uses_tensor_cores as kernel_uses_tensor_cores
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
@@ -40,8 +48,8 @@ from tb_profiler.analysis.tensor_cores import tc_eligible
 from tb_profiler.trace.categories import Kind, kind_mask
 from tb_profiler.trace.roles import DEVICE_WORK, HOST_WORK, Role, role_mask
 
-# Host events that make up the call tree (python_function frames are looked through).
-CALL_ROLES = (*HOST_WORK, Role.RUNTIME)
+# Host events that make up the call tree.
+CALL_ROLES = (*HOST_WORK, Role.PYTHON, Role.RUNTIME)
 # cpu_op names that are steps, data loading or optimizer scopes, not operators.
 NOT_OPERATOR_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#", "Optimizer.")
 NOT_OPERATOR_NAMES = frozenset({"DataParallel.forward", "DistributedDataParallel.forward"})
@@ -51,7 +59,7 @@ TORCH_HIDDEN_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_
                                 "aten::is_leaf", "aten::output_nr", "aten::_version"})
 
 GROUP_BY = ("name", "input_shape", "stack")
-OP_COLUMNS = ("calls", "host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns",
+OP_COLUMNS = ("calls", "host_self_ns", "host_total_ns", "python_ns", "device_self_ns", "device_total_ns",
               "tc_eligible", "tc_self_pct", "tc_total_pct")
 
 
@@ -62,6 +70,8 @@ class CallTree:
     node: events in the tree. merged: nodes folded into their same-name parent.
     parent: nearest tree ancestor (merged ones resolved), -1 for roots and non-nodes.
     host_self: duration minus direct children (valid on nodes that are not merged).
+    python: ns of the Python frames among the direct children (the Python code the node
+    called back into; part of its duration, not of its self time).
     device_self/device_total, tc_self/tc_total: ns of device work (tensor-core kernels)
     launched by the node itself / by its subtree. eligible: tensor-core eligible ops.
     operator: the rows the operator tables list.
@@ -71,6 +81,7 @@ class CallTree:
     merged: np.ndarray
     parent: np.ndarray
     host_self: np.ndarray
+    python: np.ndarray
     device_self: np.ndarray
     device_total: np.ndarray
     tc_self: np.ndarray
@@ -90,11 +101,12 @@ def _durations(trace) -> np.ndarray:
 
 
 def _fold_duplicates(trace, node: np.ndarray, parent0: np.ndarray, runtime_is_child: bool, fold_kinds):
-    """(merged mask, owner per row): an event (of fold_kinds) whose parent has its name and
-    no other child is folded into that parent; owner maps each row to the row absorbing it."""
+    """(merged mask, owner per row): an event (of fold_kinds; None: any) whose parent has its
+    name and no other child is folded into that parent; owner maps each row to the row
+    absorbing it."""
     ev = trace.events
     n = len(ev)
-    is_op = kind_mask(ev["kind"], fold_kinds)
+    is_op = np.ones(n, bool) if fold_kinds is None else kind_mask(ev["kind"], fold_kinds)
     counted = node & (runtime_is_child | (trace.roles != Role.RUNTIME))
     rows = np.flatnonzero(counted & (parent0 >= 0))
     n_children = np.bincount(parent0[rows], minlength=n)
@@ -147,11 +159,12 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
                     fold_kinds=(Kind.CPU_OP,)) -> CallTree:
     """The call tree under the given rules: events named in hidden_names left out (their
     time stays in the parent's self time); whether runtime calls count as siblings when
-    folding same-name children, and which kinds fold. ``call_tree`` uses the old plugin's
-    rules, ``keyavg`` torch's."""
+    folding same-name children, and which kinds fold (None: every kind, as torch).
+    ``call_tree`` uses the old plugin's rules, ``keyavg`` torch's. Async ranges are never
+    nodes (see the module docstring)."""
     ev = trace.events
     n = len(ev)
-    node = role_mask(trace.roles, CALL_ROLES)
+    node = role_mask(trace.roles, CALL_ROLES) & ~async_ranges(trace)
     if hidden_names:
         node &= ~_name_mask(trace, hidden_names.__contains__)
     rows = np.flatnonzero(node)
@@ -165,6 +178,8 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
     has_parent = live[parent[live] >= 0]
     children_ns = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=n).astype(np.int64)
     host_self = np.where(node & ~merged, dur - children_ns, 0)
+    py = has_parent[trace.roles[has_parent] == Role.PYTHON]
+    python = np.bincount(parent[py], weights=dur[py], minlength=n).astype(np.int64)
     device_self, tc_self = _device_attribution(trace, owner)
     is_op = ev["kind"] == Kind.CPU_OP
     named = is_op & name_mask(trace, tc_eligible)
@@ -172,7 +187,7 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
     below = subtree((named | (tc_self > 0)).astype(np.int64))
     operator = is_op & node & ~merged & ~_name_mask(
         trace, lambda s: s.startswith(NOT_OPERATOR_PREFIXES) or s in NOT_OPERATOR_NAMES)
-    return CallTree(node=node, merged=merged, parent=parent, host_self=host_self,
+    return CallTree(node=node, merged=merged, parent=parent, host_self=host_self, python=python,
                     device_self=device_self, device_total=subtree(device_self),
                     tc_self=tc_self, tc_total=subtree(tc_self),
                     eligible=is_op & (below > 0), operator=operator)
@@ -235,11 +250,11 @@ def _aggregate(trace, rows: np.ndarray, keys: list[np.ndarray]) -> tuple[np.ndar
     first, inv = _groups(keys)
     m = len(first)
     dur = _durations(trace)[rows]
-    s = _sums(inv, m, host_self_ns=tree.host_self[rows], host_total_ns=dur,
+    s = _sums(inv, m, host_self_ns=tree.host_self[rows], host_total_ns=dur, python_ns=tree.python[rows],
               device_self_ns=tree.device_self[rows], device_total_ns=tree.device_total[rows],
               tc_self=tree.tc_self[rows], tc_total=tree.tc_total[rows])
     cols = {"calls": np.bincount(inv, minlength=m).astype(np.int64),
-            **{k: s[k] for k in ("host_self_ns", "host_total_ns", "device_self_ns", "device_total_ns")},
+            **{k: s[k] for k in ("host_self_ns", "host_total_ns", "python_ns", "device_self_ns", "device_total_ns")},
             "tc_eligible": np.bincount(inv, weights=tree.eligible[rows], minlength=m) > 0,
             "tc_self_pct": _pct(s["tc_self"], s["device_self_ns"]),
             "tc_total_pct": _pct(s["tc_total"], s["device_total_ns"])}
@@ -264,7 +279,8 @@ def _empty(lead: list[str]):
 def operators(trace, group_by: str = "name", steps_only: bool = False):
     """Operator table: one row per name, per (name, input shape) or per (name, stack).
 
-    Columns: name, [input_shape | stack_id], calls, host_self_ns, host_total_ns,
+    Columns: name, [input_shape | stack_id], calls, host_self_ns, host_total_ns, python_ns
+    (time in Python frames the op called back into: in host_total_ns, not in host_self_ns),
     device_self_ns, device_total_ns, tc_eligible, tc_self_pct, tc_total_pct; sorted by
     device self time, then host self time. stack_id is -1 for calls without a stack;
     ``operator_stacks`` / ``stacks.stack_frames`` give the frames.
