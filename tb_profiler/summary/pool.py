@@ -1,29 +1,27 @@
 """Summaries of many files at once: stored ones read, the rest built in parallel.
 
 Why processes, not threads: building a summary is decoding and numpy/pandas work that
-holds the GIL for long stretches, so only processes use every core.  Why ``forkserver``
-(``spawn`` where there is none), never ``fork``: the plugin server that calls this is
-multi-threaded, and a forked copy of a threaded process can deadlock on a lock some
-other thread held.  Beyond one machine, a Dask cluster builds them: each worker reads
-its file where it lives (shared filesystem or fsspec URL) without caching its columns
-(the summary is what is kept), and the summary comes back to be stored here.
+holds the GIL for long stretches, so only processes use every core.  They are worker
+processes of our own (summary/procs.py), never multiprocessing's: those re-import the
+caller's ``__main__`` (a script without a ``__main__`` guard ran again in each), and the
+forkserver and resource tracker they leave behind outlived a server stopped by SIGTERM.
+Beyond one machine, a Dask cluster builds them: each worker reads its file where it lives
+(shared filesystem or fsspec URL) without caching its columns (the summary is what is
+kept), and the summary comes back to be stored here.
 
 One bad file costs nothing else: its slot holds its exception.  A worker process that
-dies (a segfault, the OOM killer) breaks the whole pool, so the files that were in
-flight are retried, each in a process of its own, and only the one that dies again
-gets the error.
+dies (a segfault, the OOM killer) costs only the file it held, which is tried again in a
+new process; only a file that loses a second one gets the error (procs.WorkerDied).
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 
 from tb_profiler.io.read import source_id
 from tb_profiler.summary.ingest import stored_summary, summary_for
 from tb_profiler.summary.model import TraceSummary
+from tb_profiler.summary.procs import WorkerDied, run_tasks
 from tb_profiler.summary.store import summary_key, write_summary
 
 __all__ = ["Progress", "available_cpus", "summarize_files"]
@@ -99,58 +97,22 @@ def _build(paths, names, todo, jobs, dask, store: tuple, columns: bool) -> Itera
     return _on_pool(paths, names, todo, jobs, store, columns)
 
 
-def _one(path: str, worker: str | None, store: tuple, columns: bool = True,
-         environ: dict[str, str] | None = None) -> Outcome:
-    """One file's summary, or its exception (what a pool process runs).
-
-    environ: the caller's environment, made this process's own first.  Why: a process
-    comes from the forkserver, which has the environment of the moment it started (the
-    first summaries of this Python process); credentials or an endpoint set since (say
-    AWS_* in a notebook, for s3:// traces) would otherwise not reach it."""
-    if environ is not None and environ != os.environ:
-        os.environ.clear()
-        os.environ.update(environ)
+def _one(path: str, worker: str | None, store: tuple, columns: bool = True) -> Outcome:
+    """One file's summary, or its exception (what a worker process runs; procs gives it the
+    caller's environment of the moment first, say AWS_* set in a notebook for s3://)."""
     try:
         return summary_for(path, cache_dir=store[0], worker=worker, columns=columns, summaries=store[1])
     except Exception as exc:  # noqa: BLE001 - one bad file must not cost the others
         return exc
 
 
-# -- local processes ----------------------------------------------------------------------------
-
-def _context():
-    """forkserver (its server preloads the summary code, so each process starts warm), else
-    spawn; never fork (see the module docstring)."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["__main__", "tb_profiler.summary.ingest"])
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
 def _on_pool(paths, names, todo, jobs: int, store: tuple, columns: bool) -> Iterator[tuple[int, Outcome]]:
-    ctx = _context()
-    lost = []
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        environ = dict(os.environ)
-        futures = {pool.submit(_one, paths[i], names[i], store, columns, environ): i for i in todo}
-        for fut in as_completed(futures):
-            try:
-                yield futures[fut], fut.result()
-            except BrokenProcessPool:
-                lost.append(futures[fut])
-            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
-                yield futures[fut], exc
-    for i in sorted(lost):  # only after a crash: one process per file finds the culprit
-        yield i, _alone(paths[i], names[i], store, columns, ctx)
-
-
-def _alone(path: str, worker: str | None, store: tuple, columns: bool, ctx) -> Outcome:
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        try:
-            return pool.submit(_one, path, worker, store, columns, dict(os.environ)).result()
-        except BrokenProcessPool:
-            return BrokenProcessPool(f"{path}: the process summarizing it died (out of memory, or a crash)")
+    """Each file of todo on up to jobs worker processes (summary/procs.py)."""
+    tasks = [(i, (paths[i], names[i], store, columns)) for i in todo]
+    for i, outcome in run_tasks(_one, tasks, jobs):
+        if isinstance(outcome, WorkerDied):  # name the file, as the file's own errors do
+            outcome = WorkerDied(f"{paths[i]}: {outcome}")
+        yield i, outcome
 
 
 # -- Dask -------------------------------------------------------------------------------------
