@@ -16,7 +16,13 @@ from tb_profiler.trace.strings import as_string_array
 
 # Bump when the tables built here change shape or meaning: it is part of the cache key.
 # 2: rows without a usable ts (missing, not a number, out of range) are dropped, with notes.
-MODEL_VERSION = 2
+# 3: instants written as complete events (torch's python exporter) go to the instants table.
+MODEL_VERSION = 3
+# The category of host instants (``[memory]`` records, ``[OutOfMemory]``): Kineto writes them
+# as ``ph: i``; torch's python exporter (``export_chrome_trace(use_python_export=True)``,
+# torch/profiler/_chrome_trace_export.py) writes every activity as ``ph: X``, so its memory
+# records became spans lasting to the trace's end that enclosed every later operator.
+INSTANT_CATEGORIES = ("cpu_instant_event",)
 
 # Most |ts| and |ts + dur| kept, in ns (~146 years): far beyond any clock, yet any two such
 # times subtract without int64 overflow, so no analysis meets a sentinel or a wrap.
@@ -65,7 +71,7 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
     dense = decoded.dense
     n = len(decoded)
     strings = as_string_array(decoded.strings)
-    ph = dense["ph"]
+    ph, as_instants = _phases(dense, strings)
     row_dtype = np.int32 if n < 2**31 else np.int64
     arrays: dict[str, np.ndarray] = {}
     phase_counts: dict[str, int] = {}
@@ -125,9 +131,23 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
         "toplevel": dict(decoded.toplevel),
         "phase_counts": phase_counts,
         "sparse_dtypes": {k: np.dtype(v).str for k, v in sparse_types.items()},
-        "notes": _dropped_notes(dropped),
+        "notes": _dropped_notes(dropped) + ([
+            f"{as_instants} instant events (category cpu_instant_event: [memory] records) were written as "
+            "complete events (torch's python exporter) and are read as instants"] if as_instants else []),
     }
     return TraceState(arrays, strings, _detach_blob(decoded.args_blob, buf), meta)
+
+
+def _phases(dense: dict, strings: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each row's phase as read: the file's, except instants written as complete events
+    (INSTANT_CATEGORIES), which are instants; and how many those were."""
+    ph = dense["ph"]
+    ids = [i for i, s in enumerate(strings.tolist()) if s in INSTANT_CATEGORIES]
+    if not ids:
+        return ph, 0
+    moved = (ph == ord("X")) & np.isin(dense["cat"], ids)
+    count = int(moved.sum())
+    return (np.where(moved, np.uint8(ord("i")), ph).astype(ph.dtype) if count else ph), count
 
 
 def _usable_times(ts: np.ndarray, dur: np.ndarray | None) -> tuple[np.ndarray, tuple[int, int]]:
