@@ -221,7 +221,7 @@ def test_rocm_by_device_name(tmp_path):
 def test_cpu_only(tmp_path):
     t = mk(tmp_path, [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1, "dur": 1}],
            deviceProperties=[])
-    assert t.device_kinds == () and t.device_word is None and t.devices == []
+    assert t.device_kinds == () and t.device_word == "CPU" and t.devices == []
     assert len(t.steps) == 0 and len(t.memory_records) == 0 and len(t.counters) == 0
 
 

@@ -324,7 +324,7 @@ def test_devices_and_metadata(traces, rel):
     assert [d.name for d in listed] == f["devices"]
     assert sorted(d.id for d in t.devices if d.seen_in_events) == f["kernel_devices"]
     assert t.device_kinds == (("CUDA",) if f["kernel_devices"] else ())
-    assert t.device_word == ("GPU" if f["kernel_devices"] else None)
+    assert t.device_word == ("GPU" if f["kernel_devices"] else "CPU")
     if f["devices"]:
         assert listed[0].compute_capability in ("7.0", "9.0") and listed[0].num_sms in (80, 132)
     assert t.process_names == f["process_names"]

@@ -334,7 +334,7 @@ def memory_peaks(trace, device: str | None = None, start_ns: int | None = None,
 
 def _peaks_frame(trace, curves: dict) -> pd.DataFrame:
     """The peaks table from the curves' attrs."""
-    totals = {f"{trace.device_word}{d.id}": d.total_memory for d in trace.devices} if trace.device_word else {}
+    totals = {f"{trace.device_word}{d.id}": d.total_memory for d in trace.devices} if trace.device_kinds else {}
     rows = [{"device": k, **{a: df.attrs[a] for a in ("peak_allocated", "peak_allocated_ns", "peak_reserved")},
              "total_memory": totals.get(k), "reconstructed": df.attrs["reconstructed"]}
             for k, df in curves.items()]

@@ -168,9 +168,11 @@ class Trace:
                         self.device_properties)
 
     @property
-    def device_word(self) -> str | None:
-        """What to call one device in the UI (GPU, XPU, NPU, MTIA, HPU); None if CPU only."""
-        return DEVICE_WORDS.get(self.device_kinds[0]) if self.device_kinds else None
+    def device_word(self) -> str:
+        """What to call the device the trace ran on (GPU, XPU, NPU, MTIA, HPU; "CPU" for a
+        CPU-only trace, as the distributed view says).  Whether there is an accelerator is
+        ``device_kinds`` (empty for CPU only), never this word."""
+        return DEVICE_WORDS.get(self.device_kinds[0], self.device_kinds[0]) if self.device_kinds else "CPU"
 
     @property
     def matrix_unit(self) -> str | None:
