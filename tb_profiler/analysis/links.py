@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_profiler.analysis.keys import match
+from tb_profiler.analysis.keys import factorize, match
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import climb, parents
 from tb_profiler.analysis.shared import compute, name_map, threads
@@ -128,3 +128,67 @@ def launches(trace) -> Launches:
     work = np.bincount(inv, weights=trace.events["dur"][k], minlength=len(call)).astype(np.int64)
     count = np.bincount(inv, minlength=len(call)).astype(np.int64)
     return Launches(call, work, count, graph_launch_calls(trace)[call])
+
+
+@per_trace
+def recorded_flows(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, is fwdbwd) event rows of the trace's recorded flows other than ac2g
+    (whose links the correlation ids already give): forward op -> backward op, and any
+    other ``s``/``f`` pairs.
+
+    Each flow event binds to the event on its thread starting at its exact ts (Kineto
+    writes them so), a cpu_op first; the two ends of one (kind, id) are its earliest and
+    latest flow event, the "bp": "e" one last on a tie."""
+    fl = trace.flows
+    empty = np.zeros(0, np.int64)
+    keep = np.flatnonzero((fl["kind"] != Kind.AC2G) & (fl["id"] != MISSING_INT)) if len(fl) else empty
+    if not len(keep):
+        return empty, empty, np.zeros(0, bool)
+    bound = _bind_flows(trace, keep)
+    group, _ = factorize(fl["kind"][keep], fl["id"][keep])
+    is_end = fl["bp"][keep] == ord("e")
+    order = np.lexsort((is_end, fl["ts"][keep], group))
+    g = group[order]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    last = np.r_[first[1:] - 1, len(g) - 1]
+    src, dst = bound[order[first]], bound[order[last]]
+    ok = (first != last) & (src >= 0) & (dst >= 0) & (src != dst)
+    fwdbwd = fl["kind"][keep][order[first]] == Kind.FWDBWD
+    return src[ok].astype(np.int64), dst[ok].astype(np.int64), fwdbwd[ok]
+
+
+def _bind_flows(trace, rows: np.ndarray) -> np.ndarray:
+    """The event row each flow row binds to (-1 when none starts there on its thread).
+    Only events starting at some flow's ts take part in the join (a few per flow, not
+    the whole trace)."""
+    ev, fl = trace.events, trace.flows
+    cand = np.flatnonzero(np.isin(ev["ts"], fl["ts"][rows]))
+    n = len(cand)
+    cols = ("pid", "tid", "pid_str", "tid_str", "ts")
+    code, _ = factorize(*(np.concatenate([ev[c][cand], fl[c][rows]]) for c in cols))
+    ev_code, fl_code = code[:n], code[n:]
+    ops = np.flatnonzero(ev["kind"][cand] == Kind.CPU_OP)
+    out = match(ev_code[ops], cand[ops], fl_code)
+    miss = np.flatnonzero(out < 0)
+    if len(miss):
+        out[miss] = match(ev_code, cand, fl_code[miss])
+    return out
+
+
+@per_trace
+def forward_op(trace) -> np.ndarray:
+    """For each host event inside a backward op (the op a fwdbwd flow ends at, itself
+    included), the forward op the flow starts at; -1 elsewhere. torch joins them by
+    sequence number (``_set_backward_stacktraces``); the flows are that join, written."""
+    ev = trace.events
+    src, dst, fwdbwd = recorded_flows(trace)
+    out = np.full(len(ev), NO_ROW, np.int64)
+    if not fwdbwd.any():
+        return out
+    fwd_of = np.full(len(ev), NO_ROW, np.int64)
+    fwd_of[dst[fwdbwd]] = src[fwdbwd]
+    host = np.flatnonzero(~device_mask(trace))
+    anc = nearest_ancestor(trace, host, fwd_of >= 0, include_self=True)
+    inside = anc >= 0
+    out[host[inside]] = fwd_of[anc[inside]]
+    return out

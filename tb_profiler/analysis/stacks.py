@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_profiler.analysis.links import device_mask, nearest_ancestor
+from tb_profiler.analysis.links import device_mask, forward_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth
 from tb_profiler.analysis.sources import SourceResolver, source_resolver
@@ -209,7 +209,8 @@ def _frame_index(text: str, frames: list[str], index: dict) -> int:
 @per_trace
 def op_stacks(trace) -> tuple[np.ndarray, StackTable]:
     """(stack id per event row, the stack table): every host event's Python stack, from
-    the python_function events around it, else its ``Call stack`` arg; -1 where none."""
+    the python_function events around it, else its ``Call stack`` arg; -1 where none.
+    Inside a backward op, the stack of its forward op (``links.forward_op``)."""
     ev = trace.events
     strings = trace.strings
     frames: list[str] = []
@@ -233,7 +234,22 @@ def op_stacks(trace) -> tuple[np.ndarray, StackTable]:
         lut[cs_ids] = _intern_call_stacks(interner, [strings[i] for i in cs_ids.tolist()], frames, index)
         from_arg = lut[np.where((cs >= 0) & (cs < len(strings)), cs, len(strings))]
         out = np.where(out >= 0, out, from_arg)
-    return out, interner.table(np.array(frames, dtype=object), source_resolver(trace))
+    return _backward_from_forward(trace, out), interner.table(np.array(frames, dtype=object), source_resolver(trace))
+
+
+def _backward_from_forward(trace, out: np.ndarray) -> np.ndarray:
+    """Events inside a backward op take the stack of its forward op (the fwdbwd flow's
+    start), as torch does with ``verbose=True``: their own Python stack is only
+    ``loss.backward()``, which tells no one which model line the work comes from."""
+    fwd = forward_op(trace)
+    bw = np.flatnonzero(fwd >= 0)
+    if not len(bw):
+        return out
+    theirs = out[fwd[bw]]
+    known = theirs >= 0
+    out = out.copy()
+    out[bw[known]] = theirs[known]
+    return out
 
 
 def stack_frames(trace, sid: int) -> list[dict]:

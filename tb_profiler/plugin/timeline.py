@@ -37,8 +37,7 @@ import pandas as pd
 
 from tb_profiler.analysis.gpu import device_ids
 from tb_profiler.analysis.intervals import merge_intervals
-from tb_profiler.analysis.keys import factorize, match
-from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launched_by_graph, launching_op
+from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launched_by_graph, launching_op, recorded_flows
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.range_stats import track_nesting
@@ -419,46 +418,9 @@ def _launch_pairs(trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _recorded_pairs(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(src, dst, kind code) of the flows table's s/f pairs other than ac2g.
-
-    Each flow event binds to the event on its thread starting at its exact ts (Kineto
-    writes them so), a cpu_op first; the two ends of one (kind, id) are its earliest and
-    latest flow event, the "bp": "e" one last on a tie."""
-    fl = trace.flows
-    empty = np.zeros(0, np.int64)
-    keep = np.flatnonzero((fl["kind"] != Kind.AC2G) & (fl["id"] != MISSING_INT)) if len(fl) else empty
-    if not len(keep):
-        return empty, empty, empty
-    bound = _bind_flows(trace, keep)
-    group, _ = factorize(fl["kind"][keep], fl["id"][keep])
-    is_end = fl["bp"][keep] == ord("e")
-    order = np.lexsort((is_end, fl["ts"][keep], group))
-    g = group[order]
-    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    last = np.r_[first[1:] - 1, len(g) - 1]
-    src, dst = bound[order[first]], bound[order[last]]
-    ok = (first != last) & (src >= 0) & (dst >= 0) & (src != dst)
-    fk = fl["kind"][keep][order[first]]
-    code = np.where(fk == Kind.FWDBWD, _FWDBWD, _FLOW)
-    return src[ok], dst[ok], code[ok].astype(np.int64)
-
-
-def _bind_flows(trace, rows: np.ndarray) -> np.ndarray:
-    """The event row each flow row binds to (-1 when none starts there on its thread).
-    Only events starting at some flow's ts take part in the join (a few per flow, not
-    the whole trace)."""
-    ev, fl = trace.events, trace.flows
-    cand = np.flatnonzero(np.isin(ev["ts"], fl["ts"][rows]))
-    n = len(cand)
-    cols = ("pid", "tid", "pid_str", "tid_str", "ts")
-    code, _ = factorize(*(np.concatenate([ev[c][cand], fl[c][rows]]) for c in cols))
-    ev_code, fl_code = code[:n], code[n:]
-    ops = np.flatnonzero(ev["kind"][cand] == Kind.CPU_OP)
-    out = match(ev_code[ops], cand[ops], fl_code)
-    miss = np.flatnonzero(out < 0)
-    if len(miss):
-        out[miss] = match(ev_code, cand, fl_code[miss])
-    return out
+    """(src, dst, kind code) of the trace's recorded flows other than ac2g."""
+    src, dst, fwdbwd = recorded_flows(trace)
+    return src, dst, np.where(fwdbwd, _FWDBWD, _FLOW).astype(np.int64)
 
 
 def recorded_flow_links(trace, i: int) -> list[tuple[int, str]]:
