@@ -13,8 +13,11 @@ categories (DataLoader from 35.5 ms to 0.3 ms per step with 4 workers) that the 
 and kernel rows show in pieces at best: data loading is mostly Python, or other processes.
 
 Why per step: two profiles rarely cover the same number of steps (a different schedule,
-a dropped trailing step, two workers against one), so every count and time is divided by
-its own side's number of steps (summed over its traces) before subtracting.  Only what
+a trailing step left out, two workers against one), so every count and time is divided by
+its own side's number of steps (summed over its traces) before subtracting.  Where the two
+sides' steps differ (other ProfilerStep numbers, or another count of them), the notes say
+so, with the steps each side left out and why: an average over other steps is not the
+same step measured twice.  Only what
 lies inside the steps is counted (``steps.in_steps``: a kernel launched outside every
 step would otherwise inflate each step's share).  Deltas are b - a: positive means B
 spends more.  Every table is sorted by the size of the change, never by its sign: a
@@ -127,6 +130,41 @@ def _summary(ta: list, tb: list) -> tuple[dict, int, int]:
             }, na, nb
 
 
+# Runs of step numbers named in a note at most.
+_RANGES = 6
+
+
+def _step_numbers(traces: list) -> np.ndarray:
+    """The ProfilerStep numbers of a side's steps, every trace's (0: a whole-trace step)."""
+    table, _ = stack(traces, "steps", ["step"])
+    return table["step"].to_numpy(np.int64) if len(table) else np.zeros(0, np.int64)
+
+
+def _describe_steps(numbers: np.ndarray, traces: int) -> str:
+    """"2 steps (ProfilerStep#1009-#1010)": how many steps, and their numbers as runs."""
+    distinct = np.unique(numbers)
+    cut = np.flatnonzero(np.diff(distinct) != 1) + 1
+    lo, hi = np.split(distinct, cut), None
+    runs = [f"#{r[0]}" if len(r) == 1 else f"#{r[0]}-#{r[-1]}" for r in lo[:_RANGES]]
+    hi = ", ..." if len(lo) > _RANGES else ""
+    over = f" in {traces} traces" if traces > 1 else ""
+    return f"{len(numbers)} step{'s' if len(numbers) != 1 else ''}{over} (ProfilerStep{', '.join(runs)}{hi})"
+
+
+def _step_set_notes(ta: list, tb: list) -> list[str]:
+    """Where the sides' steps differ: which steps each covers, and what each left out."""
+    na, nb = _step_numbers(ta), _step_numbers(tb)
+    if not len(na) or not len(nb) or np.array_equal(np.sort(na), np.sort(nb)):
+        return []
+    notes = [f"the sides cover different steps: A {_describe_steps(na, len(ta))}, B "
+             f"{_describe_steps(nb, len(tb))}; each side's figures are per step of its own steps"]
+    for label, traces in (("A", ta), ("B", tb)):
+        for s in traces:
+            who = f"side {label} ({s.worker})" if len(traces) > 1 else f"side {label}"
+            notes += [f"{who} {n}" for n in s.step_notes if n.startswith("left out ")]
+    return notes
+
+
 def _notes(ta: list, tb: list, na: int, nb: int, present: dict) -> list[str]:
     """Why a table is empty or one-sided, or a number is not per step."""
     notes = []
@@ -135,6 +173,7 @@ def _notes(ta: list, tb: list, na: int, nb: int, present: dict) -> list[str]:
             notes.append(f"side {label} has no traces")
         elif not n:
             notes.append(f"side {label} has no steps: its values are totals, not per step")
+    notes += _step_set_notes(ta, tb)
     what = {"operators": "operators", "kernels": "kernels",
             "modules": "nn.Module information (profile with with_stack=True)"}
     for table, (in_a, in_b) in present.items():
@@ -162,7 +201,9 @@ def diff(a, b) -> dict:
     _a/_b/_delta; "modules": path (module names from the root), side, calls and
     host/device self/total as _a/_b/_delta, only modules both sides can name;
     "summary": {traces_a/b, num_steps_a/b, step_time_avg_ns_a/b/delta};
-    "notes": reasons for empty tables or non-per-step values}.  All values per step of
+    "notes": reasons for empty tables or non-per-step values, and, where the sides' steps
+    differ (numbers or count), which steps each covers and the steps each left out}.  All
+    values per step of
     their own side, counting only what lies inside the steps; every table sorted by the
     size of the change (``by_change``): operators and modules by |delta host total| +
     |delta device total|, kernels by |delta total|, the breakdown by |delta|.

@@ -29,7 +29,9 @@ def overview(trace, records: bool = False) -> dict:
     "summary", "notes"}: steps, breakdown["ns"], breakdown["pct"] and devices are
     DataFrames (lists of plain dicts with ``records=True``, ready for JSON);
     breakdown["labels"] maps category to its display name in priority order; summary
-    holds step_time_avg_ns, num_steps, the average breakdown and the main device numbers.
+    holds step_time_avg_ns, num_steps, the average breakdown and the main device numbers,
+    and left_out_steps: the ProfilerStep#N ranges the steps leave out, each with its reason
+    (``steps.left_out_steps``; notes say the same in words).
 
     Computed once per trace (the plugin's route, the CLI and the notebook share it); each
     call returns its own deep copy.
@@ -65,6 +67,7 @@ def _summary(trace, info, ns: pd.DataFrame, pct: pd.DataFrame, devices: pd.DataF
         "step_time_avg_ns": int(ns["total_ns"].iloc[-1]) if len(ns) else None,
         "steps_span_ns": (win[1] - win[0]) if win else None,
         "dropped_steps": info.dropped,
+        "left_out_steps": [dict(d) for d in info.left_out],
         "whole_trace_step": info.fallback,
         "average_ns": {c: int(ns[c + "_ns"].iloc[-1]) for c in bd.CATEGORIES} if len(ns) else {},
         "average_pct": {c: float(pct[c + "_pct"].iloc[-1]) for c in bd.CATEGORIES} if len(pct) else {},

@@ -12,6 +12,9 @@ eligible kernels with no tensor-core use (AMP); peak memory > 90% of the device.
 New: kernels shorter than their launch (launch-bound), host-device synchronizations in
 the steps (.item(), blocking copies, synchronizing calls, each once with its host time),
 pageable host memory in copies, long device idle gaps while the host works.
+
+Advice states only hardware facts of the device it names: a number format or a compiler
+is suggested only where that device has it (``analysis.hardware``).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from tb_profiler.analysis.gpu import (
     kernel_tc_share,
     tc_eligible_kernel_share,
 )
+from tb_profiler.analysis.hardware import capability, compiles, tensor_core_formats
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.links import NO_ROW, launch, launches, nearest_ancestor
@@ -231,21 +235,36 @@ def utilization_rule(trace):
 
 
 def amp_rule(trace):
-    if trace.device_kinds[:1] != ("CUDA",):
+    """Tensor-core eligible kernel time with no tensor-core kernel, on a CUDA device that
+    has tensor cores: the advice names that device and only the formats it runs there
+    (float16 on 7.x; bfloat16 and TF32 from 8.0)."""
+    d = capability(trace)
+    if d is None:
         return None
-    dev = [d for d in trace.devices if d.seen_in_events and d.compute_major is not None]
-    if not dev or max(d.compute_major for d in dev) < 7:
-        return None
+    formats = tensor_core_formats(d.compute_major, d.compute_minor or 0)
     used = kernel_tc_share(trace)
     eligible = tc_eligible_kernel_share(trace)
-    if used is None or used > 0 or eligible <= 0:
+    if not formats or used is None or used > 0 or eligible <= 0:
         return None
+    name = d.name or f"{trace.device_word or 'GPU'} {d.id}"
+    if "TF32" in formats:
+        how = ("Automatic Mixed Precision (torch.autocast with float16 or bfloat16) would use them, and so "
+               "would TF32 for float32 matrix multiplies (torch.set_float32_matmul_precision(\"high\")).")
+    else:
+        how = "Automatic Mixed Precision (torch.autocast with dtype=torch.float16) would use them."
     return _rec("amp", "warning", "Tensor cores unused",
                 f"{100 * eligible:.0f}% of kernel time is launched by operators that can run on tensor cores "
-                "(convolutions, matrix multiplies), yet no kernel used them. Automatic Mixed Precision "
-                "(torch.autocast with float16/bfloat16) or TF32 would.",
-                {"eligible_kernel_share_pct": 100 * eligible, "tensor_core_kernel_share_pct": 100 * used},
+                f"(convolutions, matrix multiplies), yet no kernel used them. The {name} (compute capability "
+                f"{d.compute_capability}) runs {_words(formats)} on its tensor cores: {how}",
+                {"eligible_kernel_share_pct": 100 * eligible, "tensor_core_kernel_share_pct": 100 * used,
+                 "device": d.id, "device_name": d.name, "compute_capability": d.compute_capability,
+                 "tensor_core_formats": formats},
                 _DOCS["amp"])
+
+
+def _words(items: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def memory_rule(trace):
@@ -303,8 +322,8 @@ def launch_bound_rule(trace):
                   "capture the remaining eager launches in the graph, fuse small operations, or give each "
                   "kernel more work (larger batches).")
     else:
-        advice = (f"{_graphs(trace)}torch.compile (mode=\"reduce-overhead\") launch many kernels at once; "
-                  "fusing small operations or larger batches also help.")
+        advice = (f"{_batchers(trace)} launch many kernels at once; fusing small operations or larger batches "
+                  "also help.")
     n_graph = int(graph.sum())
     what = f" ({n_graph} of them graph launches)" if n_graph else ""
     return _rec("launch_bound", "warning", "Launch-bound: kernels shorter than their launch",
@@ -321,10 +340,16 @@ def launch_bound_rule(trace):
                 None if graph_share >= 0.5 else _DOCS["graphs"])
 
 
-def _graphs(trace) -> str:
-    """"CUDA graphs or " / "HIP graphs or " where the backend has graphs to capture, else ""."""
-    word = {"CUDA": "CUDA graphs", "ROCm": "HIP graphs"}.get(trace.device_kinds[0] if trace.device_kinds else "")
-    return f"{word} or " if word else ""
+def _graph_word(trace) -> str | None:
+    """"CUDA graphs" / "HIP graphs" where the backend has graphs to capture, else None."""
+    return {"CUDA": "CUDA graphs", "ROCm": "HIP graphs"}.get(trace.device_kinds[0] if trace.device_kinds else "")
+
+
+def _batchers(trace, compile_text: str = "torch.compile (mode=\"reduce-overhead\")") -> str:
+    """What launches many kernels at once on this device: its backend's graphs and/or
+    torch.compile, the latter only where its GPU backend runs (``compiles``)."""
+    parts = [w for w in (_graph_word(trace), compile_text if compiles(trace) else None) if w]
+    return " or ".join(parts)
 
 
 def _covered_in_steps(trace, starts: np.ndarray, ends: np.ndarray) -> int:
@@ -491,7 +516,7 @@ def idle_rule(trace):
                 f"runs CPU operators ({fmt_ns(host['cpu_exec'] / n_steps)}) or Python outside operators "
                 f"({fmt_ns(host['other'] / n_steps)}) instead of feeding it. The longest gap is "
                 f"{fmt_ns(ge[longest] - gs[longest])} in step {st['name'].iloc[step_idx[longest]]}{during}. Move "
-                f"that work off the critical path, or let {_graphs(trace)}torch.compile cut host overhead.",
+                f"that work off the critical path, or let {_batchers(trace, 'torch.compile')} cut host overhead.",
                 {"gaps": len(gs), "idle_ns": idle, "host_python_ns": int(python), "share_pct": 100 * share,
                  "gap_breakdown_ns": {k: int(v) for k, v in host.items()},
                  "longest_gap_ns": int(ge[longest] - gs[longest]), "longest_gap_start_ns": int(gs[longest]),
