@@ -112,10 +112,14 @@ def worker_name(name: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class Sniff:
-    """What a JSON file's head says: a trace, or why not."""
+    """What a JSON file's head says: a trace, or why not; and for a trace, the process
+    that wrote it (host, pid, rank or None) and its first timestamp (µs), where the head
+    shows them."""
 
     trace: bool
     reason: str | None = None  # for a file that is not a trace, worded for the user
+    process: tuple[str, int, int | None] | None = None
+    first_ts: float | None = None
 
 
 _OBJECT_TRACE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -147,7 +151,7 @@ def classify_head(head: bytes) -> Sniff:
     within = "in the file" if whole else f"in its first {SNIFF_BYTES >> 10} KiB"
     if text[:1] == b"{":
         if _OBJECT_TRACE.search(text) or (_KINETO_VERSION.search(text) and _KINETO_META.search(text)):
-            return Sniff(True)
+            return Sniff(True, None, *_writer_process(text))
         return Sniff(False, f"JSON, but not a Kineto trace: no traceEvents {within}")
     if text[:1] == b"[":
         if text[1:].lstrip()[:1] == b"{" and _EVENT_KEY.search(text):
@@ -156,6 +160,29 @@ def classify_head(head: bytes) -> Sniff:
     if not text:
         return Sniff(False, "only whitespace" if whole else f"only whitespace in its first {SNIFF_BYTES >> 10} KiB")
     return Sniff(False, f"not JSON: it starts with {bytes(text[:16])!r}")
+
+
+_HOST = re.compile(rb'"host_name"\s*:\s*"([^"\\]{0,256})"')
+_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(-?\d{1,9})')
+# the host process: the pid labelled "CPU" (the python exporter lists GPU "processes" first)
+_CPU_PID = re.compile(rb'"process_labels"[^{}]{0,200}?"pid"\s*:\s*(\d{1,12})[^{}]{0,200}?\{\s*"labels"\s*:\s*"CPU"')
+_PID = re.compile(rb'"pid"\s*:\s*(\d{1,12})\b')
+_TS = re.compile(rb'"ts"\s*:\s*(-?\d{1,20}(?:\.\d{1,9})?)')
+
+
+def _writer_process(text: bytes) -> tuple[tuple[str, int, int | None] | None, float | None]:
+    """(host, pid, rank) of the process that wrote the trace, and its first ts, from the
+    head: Kineto writes host_name and distributedInfo before the events, and the process
+    metadata (with its pid) first among them."""
+    host = _HOST.search(text)
+    pid = _CPU_PID.search(text) or _PID.search(text)
+    rank = _RANK.search(text)
+    ts = _TS.search(text)
+    process = None
+    if host is not None and pid is not None:
+        process = (host.group(1).decode("utf-8", "replace"), int(pid.group(1)),
+                   int(rank.group(1)) if rank is not None else None)
+    return process, (float(ts.group(1)) if ts is not None else None)
 
 
 # Reasons, worded for the user (LINK_LOOP comes from io.read: loading says the same).
@@ -265,12 +292,43 @@ class _Collector:
                 self.skip(drop[1], _duplicate(keep[0]))
             else:
                 spans[span] = item
+        self._one_process_spans(by_worker)
         out = {}
         for worker in sorted(by_worker, key=natural_key):
             ordered = sorted(by_worker[worker].items(), key=lambda kv: -1 if kv[0] is None else int(kv[0]))
             out[worker] = [SpanFile(span, i, p, size, mtime, tag)
                            for i, (span, (_, p, size, mtime, tag)) in enumerate(ordered, 1)]
         return out
+
+
+    def _one_process_spans(self, by_worker: dict) -> None:
+        """Files of one folder that each hold a whole "worker" but come from one process
+        (``on_trace_ready=lambda p: p.export_chrome_trace(f"cycle{n}.json")``, the common
+        pattern without a handler) are that process's spans, not ranks of a job: same
+        host and pid and no rank or the same rank. They become one worker named as torch's
+        handler names it (``{host}_{pid}``), its spans in time order. Two ranks of a job
+        are two processes, so they never merge."""
+        single = {w: spans[None] for w, spans in by_worker.items() if list(spans) == [None]}
+        if len(single) < 2:
+            return
+        groups: dict[tuple, list[tuple[float, str]]] = {}
+        for worker, (_, path, size, mtime, tag) in single.items():
+            try:
+                found = sniff(path, size, mtime, tag)
+            except (OSError, *INFLATE_ERRORS):
+                continue
+            if found.trace and found.process is not None and found.first_ts is not None:
+                groups.setdefault(found.process, []).append((found.first_ts, worker))
+        for (host, pid, _), members in groups.items():
+            if len(members) < 2:
+                continue
+            name = f"{host}_{pid}"
+            merged = by_worker.setdefault(name, {})
+            for first_ts, worker in sorted(members):
+                merged[str(int(round(first_ts * 1000)))] = single[worker]
+                if worker != name:
+                    del by_worker[worker]
+            merged.pop(None, None)
 
 
 def natural_key(name: str) -> list:
