@@ -2,8 +2,12 @@
 
 Each trace is small enough to classify every idle stretch by hand (times below in us
 after T0, as written in the trace; expected figures in ns): a stretch [A, B) ended by
-work whose launch call started at c is host wait on [A, c) and, from max(A, c), kernel
-wait when that in-flight part is shorter than the threshold, else other.
+work whose launch call ran from c to r was issued at i = r when the work started after
+the call returned (B >= r), else at i = c; it is host wait on [A, i) and, from max(A, i),
+kernel wait when that in-flight part is shorter than the threshold, else other.
+(Issue 17 moved i from c to r for work that starts after its call: the host is still
+launching while inside the call; so the 5 us launch calls below count as host wait, where
+they counted as in flight before. tests/test_idle_launch_wait.py tests that rule itself.)
 """
 from __future__ import annotations
 
@@ -113,10 +117,11 @@ def _check_invariants(result):
 def one_stream(tmp_path_factory):
     b = _Builder()
     b.step(0, 0, 1000)
-    b.work(10, [(20, 80)])                    # leading [0, 20): host [0, 10), in flight [10, 20)
-    b.work(30, [(110.5, 89.5)])               # [100, 110.5): launched at 30, before: kernel wait
-    b.work(250, [(262.25, 37.75)])            # [200, 262.25): host [200, 250) + kernel wait 12.25 us
-    b.work(280, [(400, 50)], copy=True, call_name="cudaMemcpy", call_dur=200)  # [300, 400): other
+    b.work(10, [(20, 80)])                    # leading [0, 20): host [0, 15) (call 10-15), in flight [15, 20)
+    b.work(30, [(110.5, 89.5)])               # [100, 110.5): issued at 35, before: kernel wait
+    b.work(250, [(262.25, 37.75)])            # [200, 262.25): host [200, 255) + kernel wait 7.25 us
+    # [300, 400): other: the copy ran inside its 200 us call (synchronous), issued at the call's start
+    b.work(280, [(400, 50)], copy=True, call_name="cudaMemcpy", call_dur=200)
     b.work(None, [])                          # nothing after 450: host wait to the step's end
     return b.load(tmp_path_factory.mktemp("one"))
 
@@ -125,30 +130,30 @@ def test_host_kernel_and_other_waits_exact(one_stream):
     r = idle_time(one_stream)
     _check_invariants(r)
     assert r["threshold_ns"] == 30_000 and r["notes"] == []
-    expected = {"window_ns": 1_000_000, "busy_ns": 257_250, "idle_ns": 742_750, "host_wait_ns": 610_000,
-                "kernel_wait_ns": 32_750, "other_ns": 100_000, "gaps": 5}
+    expected = {"window_ns": 1_000_000, "busy_ns": 257_250, "idle_ns": 742_750, "host_wait_ns": 620_000,
+                "kernel_wait_ns": 22_750, "other_ns": 100_000, "gaps": 5}
     for step in (0, -1):
         assert _row(r["devices"], step=step) == {"device": 0, "stream": -1, "step": step, **expected}
         assert _row(r["streams"], stream=7, step=step) == {"device": 0, "stream": 7, "step": step, **expected}
-    pieces = [(0, 10_000, "host_wait", 0), (10_000, 20_000, "kernel_wait", 0),
-              (100_000, 110_500, "kernel_wait", 0), (200_000, 250_000, "host_wait", 0),
-              (250_000, 262_250, "kernel_wait", 0), (300_000, 400_000, "other", 0),
+    pieces = [(0, 15_000, "host_wait", 0), (15_000, 20_000, "kernel_wait", 0),
+              (100_000, 110_500, "kernel_wait", 0), (200_000, 255_000, "host_wait", 0),
+              (255_000, 262_250, "kernel_wait", 0), (300_000, 400_000, "other", 0),
               (450_000, 1_000_000, "host_wait", 0)]
     assert _gaps(r) == pieces
     assert _gaps(r, stream=7) == pieces
 
 
 def test_custom_threshold(one_stream):
-    # in-flight parts: 10_000, 10_500, 12_250 (and the 100_000 wait on the copy)
-    r = idle_time(one_stream, kernel_wait_ns=10_000)   # strictly shorter than: none
+    # in-flight parts: 5_000, 10_500, 7_250 (and the 100_000 wait on the copy)
+    r = idle_time(one_stream, kernel_wait_ns=5_000)   # strictly shorter than: none
     _check_invariants(r)
-    assert r["threshold_ns"] == 10_000
+    assert r["threshold_ns"] == 5_000
     row = _row(r["devices"])
-    assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (610_000, 0, 132_750)
-    row = _row(idle_time(one_stream, kernel_wait_ns=12_250)["devices"])
-    assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (610_000, 20_500, 112_250)
+    assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (620_000, 0, 122_750)
+    row = _row(idle_time(one_stream, kernel_wait_ns=10_500)["devices"])
+    assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (620_000, 12_250, 110_500)
     row = _row(idle_time(one_stream, kernel_wait_ns=100_001)["devices"])
-    assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (610_000, 132_750, 0)
+    assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (620_000, 122_750, 0)
     with pytest.raises(ValueError):
         idle_time(one_stream, kernel_wait_ns=-1)
     with pytest.raises(ValueError):
@@ -169,26 +174,26 @@ def test_streams_idle_together_count_once_per_device(tmp_path):
     _check_invariants(r)
     # device 0 busy on [20, 400) + [500, 600); both streams idle on [0, 20), [400, 500), [600, 1000)
     assert _row(r["devices"]) == {"device": 0, "stream": -1, "step": -1, "window_ns": 1_000_000,
-                                  "busy_ns": 480_000, "idle_ns": 520_000, "host_wait_ns": 490_000,
-                                  "kernel_wait_ns": 30_000, "other_ns": 0, "gaps": 3}
-    assert _gaps(r) == [(0, 10_000, "host_wait", 0), (10_000, 20_000, "kernel_wait", 0),
-                        (400_000, 480_000, "host_wait", 0), (480_000, 500_000, "kernel_wait", 0),
+                                  "busy_ns": 480_000, "idle_ns": 520_000, "host_wait_ns": 500_000,
+                                  "kernel_wait_ns": 20_000, "other_ns": 0, "gaps": 3}
+    assert _gaps(r) == [(0, 15_000, "host_wait", 0), (15_000, 20_000, "kernel_wait", 0),
+                        (400_000, 485_000, "host_wait", 0), (485_000, 500_000, "kernel_wait", 0),
                         (600_000, 1_000_000, "host_wait", 0)]
     assert _row(r["streams"], stream=7) == {"device": 0, "stream": 7, "step": -1, "window_ns": 1_000_000,
-                                            "busy_ns": 280_000, "idle_ns": 720_000, "host_wait_ns": 610_000,
-                                            "kernel_wait_ns": 10_000, "other_ns": 100_000, "gaps": 3}
+                                            "busy_ns": 280_000, "idle_ns": 720_000, "host_wait_ns": 615_000,
+                                            "kernel_wait_ns": 5_000, "other_ns": 100_000, "gaps": 3}
     assert _row(r["streams"], stream=8) == {"device": 0, "stream": 8, "step": -1, "window_ns": 1_000_000,
-                                            "busy_ns": 300_000, "idle_ns": 700_000, "host_wait_ns": 592_000,
-                                            "kernel_wait_ns": 20_000, "other_ns": 88_000, "gaps": 3}
-    assert _gaps(r, stream=8) == [(0, 12_000, "host_wait", 0), (12_000, 100_000, "other", 0),
-                                  (300_000, 480_000, "host_wait", 0), (480_000, 500_000, "kernel_wait", 0),
+                                            "busy_ns": 300_000, "idle_ns": 700_000, "host_wait_ns": 602_000,
+                                            "kernel_wait_ns": 15_000, "other_ns": 83_000, "gaps": 3}
+    assert _gaps(r, stream=8) == [(0, 17_000, "host_wait", 0), (17_000, 100_000, "other", 0),
+                                  (300_000, 485_000, "host_wait", 0), (485_000, 500_000, "kernel_wait", 0),
                                   (600_000, 1_000_000, "host_wait", 0)]
     streams_idle = r["streams"].query("device == 0 and step == -1").idle_ns.sum()
     assert streams_idle == 1_420_000 > _row(r["devices"])["idle_ns"]
     # the other device on its own
     assert _row(r["devices"], device=1) == {"device": 1, "stream": -1, "step": -1, "window_ns": 1_000_000,
-                                            "busy_ns": 100_000, "idle_ns": 900_000, "host_wait_ns": 890_000,
-                                            "kernel_wait_ns": 10_000, "other_ns": 0, "gaps": 2}
+                                            "busy_ns": 100_000, "idle_ns": 900_000, "host_wait_ns": 895_000,
+                                            "kernel_wait_ns": 5_000, "other_ns": 0, "gaps": 2}
     assert list(r["devices"].device) == [0, 0, 1, 1]
     assert list(zip(r["streams"].device, r["streams"].stream)) == [(0, 7)] * 2 + [(0, 8)] * 2 + [(1, 7)] * 2
 
@@ -200,7 +205,7 @@ def test_per_step_split_and_totals(tmp_path):
     b.step(3, 0, 500)
     b.step(4, 500, 500)
     b.work(10, [(20, 430)])      # K1 [20, 450)
-    b.work(400, [(455, 25)])     # K2 [455, 480): launched at 400, kernel wait [450, 455)
+    b.work(400, [(455, 25)])     # K2 [455, 480): issued at 405, kernel wait [450, 455)
     b.work(620, [(640, 60)])     # K3 [640, 700): stretch [480, 640) crosses the step boundary at 500
     b.work(900, [(905, 45)])     # K4 [905, 950)
     t = b.load(tmp_path)
@@ -211,19 +216,19 @@ def test_per_step_split_and_totals(tmp_path):
     dev = r["devices"]
     assert list(dev.step) == [3, 4, -1]
     assert _row(dev, step=3) == {"device": 0, "stream": -1, "step": 3, "window_ns": 500_000, "busy_ns": 455_000,
-                                 "idle_ns": 45_000, "host_wait_ns": 30_000, "kernel_wait_ns": 15_000,
+                                 "idle_ns": 45_000, "host_wait_ns": 35_000, "kernel_wait_ns": 10_000,
                                  "other_ns": 0, "gaps": 3}
     assert _row(dev, step=4) == {"device": 0, "stream": -1, "step": 4, "window_ns": 500_000, "busy_ns": 105_000,
-                                 "idle_ns": 395_000, "host_wait_ns": 370_000, "kernel_wait_ns": 25_000,
+                                 "idle_ns": 395_000, "host_wait_ns": 380_000, "kernel_wait_ns": 15_000,
                                  "other_ns": 0, "gaps": 3}
     assert _row(dev, step=-1) == {"device": 0, "stream": -1, "step": -1, "window_ns": 1_000_000,
-                                  "busy_ns": 560_000, "idle_ns": 440_000, "host_wait_ns": 400_000,
-                                  "kernel_wait_ns": 40_000, "other_ns": 0, "gaps": 6}
-    assert _gaps(r) == [(0, 10_000, "host_wait", 3), (10_000, 20_000, "kernel_wait", 3),
+                                  "busy_ns": 560_000, "idle_ns": 440_000, "host_wait_ns": 415_000,
+                                  "kernel_wait_ns": 25_000, "other_ns": 0, "gaps": 6}
+    # K4 starts as its call (900-905) returns: [700, 905) is all host wait
+    assert _gaps(r) == [(0, 15_000, "host_wait", 3), (15_000, 20_000, "kernel_wait", 3),
                         (450_000, 455_000, "kernel_wait", 3), (480_000, 500_000, "host_wait", 3),
-                        (500_000, 620_000, "host_wait", 4), (620_000, 640_000, "kernel_wait", 4),
-                        (700_000, 900_000, "host_wait", 4), (900_000, 905_000, "kernel_wait", 4),
-                        (950_000, 1_000_000, "host_wait", 4)]
+                        (500_000, 625_000, "host_wait", 4), (625_000, 640_000, "kernel_wait", 4),
+                        (700_000, 905_000, "host_wait", 4), (950_000, 1_000_000, "host_wait", 4)]
 
 
 def test_graph_launch_kernels_wait_on_nothing_but_each_other(tmp_path):
@@ -232,7 +237,7 @@ def test_graph_launch_kernels_wait_on_nothing_but_each_other(tmp_path):
     b.work(10, [(20, 30), (52, 28), (85, 115)], call_name="cudaGraphLaunch")  # one call, three kernels
     r = idle_time(b.load(tmp_path))
     _check_invariants(r)
-    assert _gaps(r) == [(0, 10_000, "host_wait", 0), (10_000, 20_000, "kernel_wait", 0),
+    assert _gaps(r) == [(0, 15_000, "host_wait", 0), (15_000, 20_000, "kernel_wait", 0),
                         (50_000, 52_000, "kernel_wait", 0), (80_000, 85_000, "kernel_wait", 0),
                         (200_000, 1_000_000, "host_wait", 0)]
 
@@ -264,9 +269,11 @@ def backend_traces(tmp_path_factory):
 
 @pytest.mark.parametrize("name", list(BACKENDS))
 def test_every_backend(backend_traces, name):
-    """kineto_fixtures' step: compute [+200, +750) launched at +150, copy [+800, +850)
-    launched at +510, 1000 us steps. Idle: [+0, +150) host wait (the host launches at
-    +150), [+150, +200) and [+750, +800) in flight 50 us (other), [+850, +1000) host wait."""
+    """kineto_fixtures' step: compute [+200, +750) launched by a call at +150 (20 us: it
+    returns at +170), copy [+800, +850) launched at +510 (returns at +520), 1000 us steps.
+    Idle: [+0, +170) host wait (the host is launching until +170), [+170, +200) in flight
+    30 us and [+750, +800) in flight 50 us (other: not shorter than 30 us), [+850, +1000)
+    host wait."""
     r = idle_time(backend_traces[name])
     _check_invariants(r)
     dev = r["devices"]
@@ -278,7 +285,7 @@ def test_every_backend(backend_traces, name):
         busy = 550_000
         assert any("launch call is not in the trace" in n for n in r["notes"])
     else:
-        per_step = [(400_000, 300_000, 0, 100_000, 3)] * STEPS
+        per_step = [(400_000, 320_000, 0, 80_000, 3)] * STEPS
         busy = 600_000
         assert r["notes"] == []
     for k, (idle, hw, kw, other, gaps) in enumerate(per_step):
@@ -287,9 +294,9 @@ def test_every_backend(backend_traces, name):
                                      "kernel_wait_ns": kw, "other_ns": other, "gaps": gaps}
         assert _row(r["streams"], stream=7, step=k) == {**_row(dev, step=k), "stream": 7}
     if BACKENDS[name].runtime_cat is not None:
-        # a 60 us threshold makes both 50 us in-flight waits launch latency
+        # a 60 us threshold makes both in-flight waits (30 and 50 us) launch latency
         row = _row(idle_time(backend_traces[name], kernel_wait_ns=60_000)["devices"])
-        assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (900_000, 300_000, 0)
+        assert (row["host_wait_ns"], row["kernel_wait_ns"], row["other_ns"]) == (960_000, 240_000, 0)
 
 
 @pytest.mark.parametrize("name", ["ROCm", "MTIA", "XPU", "PrivateUse1"])
@@ -305,8 +312,8 @@ def test_backends_classify_like_cuda(tmp_path, name):
     r = idle_time(b.load(tmp_path))
     _check_invariants(r)
     assert _row(r["devices"]) == {"device": 0, "stream": -1, "step": -1, "window_ns": 1_000_000,
-                                  "busy_ns": 257_250, "idle_ns": 742_750, "host_wait_ns": 610_000,
-                                  "kernel_wait_ns": 32_750, "other_ns": 100_000, "gaps": 5}
+                                  "busy_ns": 257_250, "idle_ns": 742_750, "host_wait_ns": 620_000,
+                                  "kernel_wait_ns": 22_750, "other_ns": 100_000, "gaps": 5}
 
 
 # -- no device work -----------------------------------------------------------------------------

@@ -20,18 +20,22 @@ over all events when it has none).
 Why a stretch is idle (the classification). Take an idle stretch [A, B) on a timeline
 and the work that ends it at B (the work starting at B; several starting together: the
 one launched first). Its launch is the runtime call joined to it by correlation
-(``links.launch``; a graph launch for every kernel of the graph), starting at c. The
-stretch is split at c:
-- host_wait [A, c): nothing was issued yet, the device waited for the host to launch;
-- the rest [max(A, c), B): the work was in flight (its launch had begun) and still did
-  not run: kernel_wait when this in-flight part is shorter than ``kernel_wait_ns``
-  (launch latency between back-to-back work), other when it is as long or longer (the
-  work waited on something else: a sync, an event, a copy, a dependency on another
-  stream).
+(``links.launch``; a graph launch for every kernel of the graph), from c to its return
+at r. The work was issued at c, or at r when it started only after the call returned
+(B >= r): until then the host was still inside the launch call (a 6.5 ms
+``hipLaunchKernel`` in HTA's MI250 trace held 72 % of its stream's idle time) and the
+device waited for the host. Work that started before its call returned (B < r: a
+synchronous ``cudaMemcpy`` that waits for its own copy, a launch the device picked up
+mid-call) was issued at c. The stretch is split at that issue time i:
+- host_wait [A, i): nothing was issued yet, the device waited for the host to launch;
+- the rest [max(A, i), B): the work was in flight (issued) and still did not run:
+  kernel_wait when this in-flight part is shorter than ``kernel_wait_ns`` (launch
+  latency between back-to-back work), other when it is as long or longer (the work
+  waited on something else: a sync, an event, a copy, a dependency on another stream).
 Why split rather than give the stretch one kind: both parts happen in one stretch (the
 host comes back late, then the launch takes its usual few us) and each ns is counted
 where it belongs, so host_wait_ns is exactly the time with no launch in flight.
-Edge cases: c <= A: the whole stretch is in flight; c >= B (clock skew): all host_wait;
+Edge cases: i <= A: the whole stretch is in flight; c >= B (clock skew): all host_wait;
 no work after the stretch on that timeline (the trailing stretch): all host_wait, nothing
 was issued; the work at B has no launch call in the trace (cut off by the profiling
 window, a backend that records none such as the CUPTI range profiler): when its launch
@@ -210,9 +214,7 @@ def _stretches(trace) -> _Stretches:
     e = s + ev["dur"][rows]
     dev = did[rows]
     stream = np.maximum(trace.event_streams[rows], 0)  # unknown stream: 0
-    call = launch(trace)[rows]
-    c = np.where(call >= 0, ev["ts"][np.maximum(call, 0)], MISSING_INT)
-    c = np.where(c == MISSING_INT, _NO_C, c)
+    c = _issued(trace, rows, s)
 
     # never empty here: without ProfilerStep#N, steps makes the whole trace one step 0
     frame = steps(trace)
@@ -240,6 +242,20 @@ def _stretches(trace) -> _Stretches:
         parts.append((np.full(len(ms) + 1, i, dtype=np.int64), *_classify(ms, me, s[sel], c[sel], lo, hi)))
     cols = [np.concatenate(x) for x in zip(*parts)]
     return _Stretches(tl_device, tl_stream, step, ws, we, busy, *cols, notes=notes)
+
+
+def _issued(trace, rows: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """When each work row was issued (module docstring): its launch call's return when the
+    work started at or after it, else the call's start; _NO_C without a launch call."""
+    ev = trace.events
+    call = launch(trace)[rows]
+    at = np.maximum(call, 0)
+    c = np.where(call >= 0, ev["ts"][at], MISSING_INT)
+    dur = np.where(call >= 0, ev["dur"][at], MISSING_INT)
+    has = c != MISSING_INT
+    ret = np.where(has & (dur != MISSING_INT) & (dur > 0), c + np.where(dur == MISSING_INT, 0, dur), c)
+    c = np.where(has & (ret <= start), ret, c)
+    return np.where(has, c, _NO_C)
 
 
 def _classify(ms, me, s, c, lo, hi):

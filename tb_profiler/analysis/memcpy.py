@@ -154,17 +154,20 @@ def _directions(copies: pd.DataFrame) -> pd.DataFrame:
 def _over_time(copies: pd.DataFrame, bins: int) -> dict:
     """Bytes each direction moved inside each bin over the bin's width (GB/s), with every
     copy's bytes spread evenly over its duration: F(t), the bytes moved by t, is piecewise
-    linear, so its values at the edges come from sorted starts and ends and their cumsums."""
+    linear, so its values at the edges come from sorted starts and ends and their cumsums.
+    Times are taken relative to the first start before going to float64: absolute ns since
+    the epoch (~1.7e18) are only exact to 256 ns there."""
     c = copies[copies["bytes"] >= 0]
     lo, hi = int(copies["start_ns"].min()), int((copies["start_ns"] + copies["dur_ns"]).max())
-    edges = np.linspace(lo, max(hi, lo + bins), bins + 1).round().astype(np.int64)
-    width = np.diff(edges).astype(np.float64)
+    rel = np.linspace(0, max(hi - lo, bins), bins + 1).round().astype(np.int64)
+    edges = lo + rel
+    width = np.diff(rel).astype(np.float64)
     out: dict = {"edges": edges.tolist()}
     for direction, d in c.groupby("direction", sort=False):
-        s = d["start_ns"].to_numpy(np.float64)
+        s = (d["start_ns"].to_numpy(np.int64) - lo).astype(np.float64)
         e = s + d["dur_ns"].to_numpy(np.float64)
         b = d["bytes"].to_numpy(np.float64)
-        moved = _moved_by(edges.astype(np.float64), s, e, b)
+        moved = _moved_by(rel.astype(np.float64), s, e, b)
         out[direction] = (np.diff(moved) / np.where(width > 0, width, 1)).tolist()
     return out
 
