@@ -103,7 +103,8 @@ export interface Recommendation {
 export interface OverviewReply {
   origin_ns: string | null;
   wall_origin_ns?: string | null; // the origin as wall-clock ns (origin_ns + baseTimeNanoseconds)
-  device_word: string;
+  device_word: string; // "GPU", "XPU", ...; "CPU" on a CPU-only trace
+  device_kinds: string[]; // the trace's backends ("CUDA", "ROCm", "XPU", ...); [] on a CPU-only trace
   matrix_unit?: string | null; // "Tensor cores", "Matrix cores" (AMD); null where kernel names do not tell
   environments: { title: string; value: string }[];
   steps: Step[];
@@ -143,6 +144,8 @@ export interface OperatorRow {
   calls: number;
   host_self_ns: number;
   host_total_ns: number;
+  /** ns in Python frames the operator called back into (with_stack traces): in host_total_ns, not host_self_ns */
+  python_ns?: number;
   device_self_ns: number;
   device_total_ns: number;
   tc_eligible: boolean;

@@ -129,9 +129,18 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
       );
     }
     c.push(
-      { id: "hself", header: "Host self", value: (r) => r.host_self_ns, kind: "us", title: "Host time in the operator minus its child operators (µs)" },
+      { id: "hself", header: "Host self", value: (r) => r.host_self_ns, kind: "us", title: "Host time in the operator minus its children: child operators, runtime calls and Python frames (µs; as torch's Self CPU)" },
       { id: "htotal", header: "Host total", value: (r) => r.host_total_ns, kind: "us", title: "Host time in the operator and its children (µs)" },
     );
+    if ((table.data?.rows ?? []).some((r) => (r.python_ns ?? 0) > 0)) {
+      c.push({
+        id: "python",
+        header: "Python",
+        value: (r) => r.python_ns ?? 0,
+        kind: "us",
+        title: "Time in Python code the operator called back into (an autograd.Function's backward, a tensor subclass, a checkpointed forward): part of Host total, not of Host self; the Python frames are rows of trace.table() (µs)",
+      });
+    }
     const unit = table.data?.matrix_unit ? table.data.matrix_unit.toLowerCase() : null;
     if (hasDevice && unit) {
       c.push(
