@@ -80,7 +80,7 @@ def overview(trace, n_workers: int) -> dict:
     _rebase(data.get("steps", []), ("start_ns", "end_ns", "host_start_ns", "host_end_ns"), t0)
     word = data.get("device_word") or trace.device_word
     return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), **data,
-            "matrix_unit": trace.matrix_unit,
+            "matrix_unit": trace.matrix_unit, "device_kinds": list(trace.device_kinds),
             "environments": [{"title": "Number of Worker(s)", "value": str(n_workers)},
                              {"title": "Device Type", "value": word if has_device(trace) and word else "CPU"}]}
 

@@ -10,6 +10,7 @@ import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct } from "../util/format";
 import { Pie } from "./Operator";
+import { acceleratorWord } from "./Overview";
 import { LaunchesSection } from "./why/Launches";
 import { QueueSection } from "./why/Queue";
 
@@ -24,7 +25,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
   const pie = useApi<KernelPieReply>("kernel", { ...sel, top });
   const tc = useApi<TcPieReply>("kernel/tc_pie", sel);
   const table = useApi<KernelTableReply>("kernel/table", { ...sel, group_by: group });
-  const dw = useApi<OverviewReply>("overview", sel).data?.device_word || "Device";
+  const dw = acceleratorWord(useApi<OverviewReply>("overview", sel).data);
 
   // null on a backend whose kernel names do not tell (MTIA, XPU, ...): no such column then
   const unit = table.data?.matrix_unit ? table.data.matrix_unit.toLowerCase() : null;

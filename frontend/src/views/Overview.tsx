@@ -101,12 +101,18 @@ export function RecommendationList({ recs }: { recs: Recommendation[] }) {
   );
 }
 
+/** What the device sections call the trace's accelerator ("GPU", "XPU", ...); "Device" on a
+ * CPU-only trace, whose device_word is "CPU": whether there is one is device_kinds, not the word. */
+export function acceleratorWord(d: Pick<OverviewReply, "device_word" | "device_kinds"> | null | undefined): string {
+  return d?.device_kinds?.length ? d.device_word : "Device";
+}
+
 export function OverviewView({ sel, dark }: ViewProps) {
   const state = useApi<OverviewReply>("overview", sel);
   return (
     <Loaded state={state}>
       {(d) => {
-        const dw = d.device_word || "Device";
+        const dw = acceleratorWord(d);
         const devCols: Col<DeviceRow>[] = [
           { id: "device", header: dw, value: (r) => `${r.word ?? dw} ${r.device}` },
           { id: "name", header: "Name", value: (r) => r.name ?? "" },
@@ -175,7 +181,7 @@ export function OverviewView({ sel, dark }: ViewProps) {
               {d.devices.length ? (
                 <DataTable rows={d.devices} cols={devCols} exportName={[sel.run, "devices"]} pageSize={50} />
               ) : (
-                <Empty title={`No ${d.device_word ?? "device"} activity`}>
+                <Empty title={`No ${d.device_kinds?.length ? d.device_word : "device"} activity`}>
                   This trace has no device events — was ProfilerActivity.CUDA (or your device's activity) enabled?
                 </Empty>
               )}
