@@ -42,11 +42,17 @@ V100X4 = TINY_H100 / "v100x4_gpu_metrics_input.json.gz"
 
 TENSORLIST_OPS = TRACES / "tensorlist_ops.pt.trace.json.gz"   # nested Input Dims of TensorList ops
 
+# HTA's (facebookresearch/HolisticTraceAnalysis, MIT) trace_compare test pair, outside TRACES:
+# sampled traces (device events whose runtime calls were dropped), see tests/data/README.md.
+HTA = DATA / "hta"
+HTA_COMPARE_BASE = HTA / "trace_compare" / "base" / "base.json.gz"
+HTA_COMPARE_TEST = HTA / "trace_compare" / "test" / "test.json.gz"
+
 # The small plain-JSON-when-published traces (gzipped here), e.g. as fuzz or decoder seeds.
 SMALL_TRACES = (H100_AFTER_FIX, H100_BEFORE_FIX, V100X4, TENSORLIST_OPS)
 
 NAMED = (V100_TRACE, V100_TRACE_B, V100_W4_TRACE, LEGACY_BARE_ARRAY, LEGACY_PROFILER_API,
-         LEGACY_AUTOGRAD_API, *SMALL_TRACES)
+         LEGACY_AUTOGRAD_API, *SMALL_TRACES, HTA_COMPARE_BASE, HTA_COMPARE_TEST)
 
 
 def real_traces() -> list[Path]:

@@ -378,5 +378,7 @@ def _lost_notes(names: np.ndarray, lost: np.ndarray) -> list[str]:
     if not len(hit):
         return []
     listed = ", ".join(f"{names[i]} ({lost[i]})" for i in hit[:_NAMED]) + (" ..." if len(hit) > _NAMED else "")
-    return [f"{int(lost[hit].sum())} launches in {len(hit)} kept steps have no device event in the trace "
-            f"({listed}): those steps' device work is incomplete"]
+    n, k = int(lost[hit].sum()), len(hit)
+    return [f"{n} launch{'es' if n > 1 else ''} in {k} kept step{'s' if k > 1 else ''} ha{'ve' if n > 1 else 's'} "
+            f"no device event in the trace ({listed}): the device work of {'those steps' if k > 1 else 'that step'} "
+            "is incomplete"]
