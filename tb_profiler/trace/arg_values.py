@@ -11,11 +11,12 @@ of at most ``WINDOW`` bytes of the args store, so a trace whose args live in its
 in compressed cache blocks (``trace.args_text``) is never read whole at once.
 
 The first occurrence of the key in the row's args wins (Kineto writes flat args objects);
-a value is a JSON string (its text as written, escapes kept) or a number (its text; one
-written as a string, ``"size": "2560"``, reads the same).
+a value is a JSON string (unescaped) or a number (one written as a string, ``"size":
+"2560"``, reads the same).
 """
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -31,7 +32,11 @@ _NUMBER = r'"?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"?'
 def arg_strings(trace, rows: np.ndarray, key: str) -> np.ndarray:
     """Object array: the string value of ``key`` in each row's args (None where absent
     or not a string)."""
-    return _extract(trace, rows, key, _STRING)
+    out = _extract(trace, rows, key, _STRING)
+    escaped = np.flatnonzero(pd.Series(out, dtype=object).str.contains("\\", regex=False).fillna(False).to_numpy())
+    for i in escaped.tolist():  # only values with a JSON escape, rare
+        out[i] = json.loads('"' + out[i] + '"')
+    return out
 
 
 def arg_numbers(trace, rows: np.ndarray, key: str) -> np.ndarray:
