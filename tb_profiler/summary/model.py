@@ -25,7 +25,7 @@ import pandas as pd
 from tb_profiler.analysis.jsonable import to_jsonable
 
 # Bump when a summary's content changes shape or meaning: it is part of the store's key.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: MTIA dma_request events are copies, not kernels (issue 17)
 
 class SummaryWarning(UserWarning):
     """A trace file of a run could not be summarized; the others were."""
