@@ -62,7 +62,8 @@ class _Rocm:
 
 def _gaps(r):
     g = r["gaps"][r["gaps"].stream == -1]
-    return [((int(a) - T0 * 1000) / 1000, (int(b) - T0 * 1000) / 1000, k) for a, b, k in zip(g.start_ns, g.end_ns, g.kind)]
+    return [((int(a) - T0 * 1000) / 1000, (int(b) - T0 * 1000) / 1000, k)
+            for a, b, k in zip(g.start_ns, g.end_ns, g.kind)]
 
 
 def _totals(r):
