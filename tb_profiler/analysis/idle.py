@@ -253,7 +253,7 @@ def _issued(trace, rows: np.ndarray, start: np.ndarray) -> np.ndarray:
     c = np.where(call >= 0, ev["ts"][at], MISSING_INT)
     dur = np.where(call >= 0, ev["dur"][at], MISSING_INT)
     has = c != MISSING_INT
-    ret = np.where(has & (dur != MISSING_INT) & (dur > 0), c + np.where(dur == MISSING_INT, 0, dur), c)
+    ret = c + np.where(has & (dur != MISSING_INT) & (dur > 0), dur, 0)  # no usable dur: the start
     c = np.where(has & (ret <= start), ret, c)
     return np.where(has, c, _NO_C)
 
