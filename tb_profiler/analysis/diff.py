@@ -143,12 +143,11 @@ def _step_numbers(traces: list) -> np.ndarray:
 def _describe_steps(numbers: np.ndarray, traces: int) -> str:
     """"2 steps (ProfilerStep#1009-#1010)": how many steps, and their numbers as runs."""
     distinct = np.unique(numbers)
-    cut = np.flatnonzero(np.diff(distinct) != 1) + 1
-    lo, hi = np.split(distinct, cut), None
-    runs = [f"#{r[0]}" if len(r) == 1 else f"#{r[0]}-#{r[-1]}" for r in lo[:_RANGES]]
-    hi = ", ..." if len(lo) > _RANGES else ""
+    runs = np.split(distinct, np.flatnonzero(np.diff(distinct) != 1) + 1)  # consecutive numbers together
+    named = [f"#{r[0]}" if len(r) == 1 else f"#{r[0]}-#{r[-1]}" for r in runs[:_RANGES]]
+    more = ", ..." if len(runs) > _RANGES else ""
     over = f" in {traces} traces" if traces > 1 else ""
-    return f"{len(numbers)} step{'s' if len(numbers) != 1 else ''}{over} (ProfilerStep{', '.join(runs)}{hi})"
+    return f"{len(numbers)} step{'s' if len(numbers) != 1 else ''}{over} (ProfilerStep{', '.join(named)}{more})"
 
 
 def _step_set_notes(ta: list, tb: list) -> list[str]:
