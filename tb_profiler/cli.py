@@ -703,6 +703,7 @@ def _pct(value: Any) -> str:
 # -- summarize ------------------------------------------------------------------------
 def cmd_summarize(args: argparse.Namespace) -> int:
     from tb_profiler.summary import summarize_files
+    from tb_profiler.summary.procs import restore_signals, stop_on_signals
     from tb_profiler.trace import load_run
 
     if args.jobs is not None and args.jobs < 1:
@@ -720,6 +721,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
         name = path.rstrip("/").rsplit("/", 1)[-1]
         print(f"[{done}/{total}] {name} {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 
+    replaced = stop_on_signals()  # SIGTERM, SIGHUP: the worker processes end with this one
     try:
         outcomes = summarize_files([f.path for f in files.values()], jobs=args.jobs, dask=args.dask,
                                    cache_dir=args.cache_dir, workers=list(files), progress=progress,
@@ -727,6 +729,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     except (ImportError, OSError) as exc:  # no dask installed, no scheduler at that address
         _error(f"--dask {args.dask}: {exc}")
         return EXIT_BAD_INPUT
+    finally:
+        restore_signals(replaced)
     rows = [_summary_row(w, f.path, o, args.cache_dir, args.summaries) for (w, f), o in zip(files.items(), outcomes)]
     doc = {"run": run.name, "path": run.path, "span": args.span, "seconds": round(time.perf_counter() - start, 3),
            "files": rows}

@@ -227,3 +227,113 @@ def test_pool_processes_see_the_environment_of_now(gloo_files, tmp_path, monkeyp
     _no_build_here(monkeypatch)
     limited = summarize_files(gloo_files[:2], jobs=2, cache_dir=tmp_path / "b")
     assert all(isinstance(s, Exception) and "over the limit" in str(s) for s in limited), limited
+
+
+# -- the worker processes (summary/procs.py) --------------------------------------------------
+
+def _die_once_command(flag) -> str:
+    """A shell command (run by a worker through os.system) that kills the worker running it
+    the first time (no flag file yet) and exits 0 the second."""
+    return f'if [ -e "{flag}" ]; then exit 0; fi; touch "{flag}"; kill -9 $PPID; sleep 1'
+
+
+def test_a_task_whose_process_dies_is_tried_again_in_a_new_one(tmp_path):
+    import os
+
+    from tb_profiler.summary import procs
+
+    got = dict(procs.run_tasks(os.system, [("dies once", (_die_once_command(tmp_path / "flag"),)),
+                                           ("fine", ("exit 3",))], 2))
+    assert got["dies once"] == 0 and (tmp_path / "flag").exists()  # second attempt, in a new process
+    assert os.waitstatus_to_exitcode(got["fine"]) == 3
+
+
+def test_a_task_that_kills_every_process_gets_worker_died(tmp_path):
+    import os
+
+    from tb_profiler.summary import procs
+
+    got = dict(procs.run_tasks(os.system, [("killer", ("kill -9 $PPID; sleep 1",)), ("fine", ("exit 0",))], 2))
+    assert isinstance(got["killer"], procs.WorkerDied) and "killed by SIGKILL" in str(got["killer"])
+    assert got["fine"] == 0
+
+
+def test_workers_are_kept_for_the_next_call_and_take_its_folder(tmp_path, monkeypatch):
+    import os
+
+    from tb_profiler.summary import procs
+
+    first = {pid for _, pid in procs.run_tasks(os.getpid, [(i, ()) for i in range(4)], 2)}
+    assert first and first <= set(procs.worker_pids()) and os.getpid() not in first
+    monkeypatch.chdir(tmp_path)
+    again = dict(procs.run_tasks(os.getcwd, [(0, ())], 2))
+    assert again[0] == str(tmp_path)
+    assert {pid for _, pid in procs.run_tasks(os.getpid, [(0, ())], 1)} <= first  # a kept one, not a new one
+
+
+def test_idle_workers_end_by_themselves(monkeypatch):
+    import os
+    import time
+
+    from tb_profiler.summary import procs
+
+    procs.stop_all()
+    monkeypatch.setattr(procs, "IDLE_S", 0.5)
+    pids = {pid for _, pid in procs.run_tasks(os.getpid, [(0, ()), (1, ())], 2)}
+    deadline = time.monotonic() + 60
+    while pids & set(procs.worker_pids()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pids & set(procs.worker_pids())
+
+
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    """SIGKILL runs no handler: the workers notice their parent is gone and end."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import os, sys, time\n"
+            "from tb_profiler.summary.procs import run_tasks\n"
+            "pids = sorted({p for _, p in run_tasks(os.getpid, [(i, ()) for i in range(4)], 2)})\n"
+            "print(' '.join(map(str, pids)), flush=True)\n"
+            "time.sleep(300)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    assert pids
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 60
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if alive(p)]
+
+
+def test_signal_handlers_are_set_and_put_back():
+    import signal
+
+    from tb_profiler.summary import procs
+
+    before = signal.getsignal(signal.SIGHUP)
+    replaced = procs.stop_on_signals([signal.SIGHUP])
+    try:
+        assert getattr(signal.getsignal(signal.SIGHUP), "_tb_profiler_stop", False)
+        assert procs.stop_on_signals([signal.SIGHUP]) == {}  # set once, not chained to itself
+    finally:
+        procs.restore_signals(replaced)
+    assert signal.getsignal(signal.SIGHUP) == before
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert procs.stop_on_signals([signal.SIGHUP]) == {}  # nohup: stays ignored
+    finally:
+        signal.signal(signal.SIGHUP, before)

@@ -114,8 +114,13 @@ def make_server(logdir: str, host: str = "127.0.0.1", port: int = 6006, *, allow
 
 def serve(logdir: str, host: str = "127.0.0.1", port: int = 6006, *, allow_hosts: Sequence[str] = (),
           **kw: Any) -> None:
-    """Serve ``logdir`` until interrupted; ``allow_hosts``: see make_server."""
+    """Serve ``logdir`` until interrupted; ``allow_hosts``: see make_server.  SIGTERM and
+    SIGHUP (a process manager's stop, a closed terminal) end the summary worker processes,
+    then this process by that signal (summary.procs.stop_on_signals)."""
+    from tb_profiler.summary.procs import restore_signals, stop_on_signals
+
     server, app = make_server(logdir, host, port, allow_hosts=allow_hosts, **kw)
+    replaced = stop_on_signals()  # SIGTERM, SIGHUP: the summary processes end with the server
     shown = f"[{host}]" if ":" in host else host
     print(f"tb-profiler: serving {logdir} at http://{shown}:{server.server_port}/ (Ctrl+C to stop)",
           file=sys.stderr, flush=True)
@@ -125,3 +130,4 @@ def serve(logdir: str, host: str = "127.0.0.1", port: int = 6006, *, allow_hosts
         server.server_close()
         app.state.stop()
         app.close()
+        restore_signals(replaced)

@@ -10,6 +10,9 @@ TensorBoard's server does not look at the Host header; the plugin's routes do (D
 rebinding, app.HostPolicy): the names of the address TensorBoard serves (its --host, or
 every interface with --bind_all or --host 0.0.0.0), the loopback names, and those of
 ``--pytorch_profiler_allow_hosts`` / $TB_PROFILER_ALLOW_HOSTS.
+
+SIGTERM and SIGHUP end the summary worker processes before TensorBoard's own handling
+(its SIGTERM handler exits; SIGHUP ends the process): nothing is left running.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from tensorboard.plugins import base_plugin
 from tb_profiler.plugin import PLUGIN_NAME
 from tb_profiler.plugin.app import HostPolicy, ProfilerApp
 from tb_profiler.plugin.state import ProfilerState
+from tb_profiler.summary.procs import stop_on_signals
 
 logger = logging.getLogger("tb_profiler.plugin")
 ALLOW_HINT = "--pytorch_profiler_allow_hosts or $TB_PROFILER_ALLOW_HOSTS"
@@ -56,6 +60,7 @@ class ProfilerPlugin(base_plugin.TBPlugin):
             reload_s=float(reload_s) if reload_s and reload_s > 0 else None,
         )
         self._app = ProfilerApp(self._state, hosts=host_policy(flags))
+        stop_on_signals()  # SIGTERM (then TensorBoard's own exit), SIGHUP: the summary processes end too
         if logdir:
             self._state.start()
         else:

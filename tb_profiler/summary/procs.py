@@ -38,7 +38,7 @@ from typing import Any
 
 from tb_profiler.summary.worker import read_frame, write_frame
 
-__all__ = ["WorkerDied", "run_tasks", "stop_all", "stop_on_signals", "worker_pids"]
+__all__ = ["WorkerDied", "restore_signals", "run_tasks", "stop_all", "stop_on_signals", "worker_pids"]
 
 IDLE_S = 60.0        # a worker left idle this long ends (the next call starts new ones)
 ATTEMPTS = 2         # processes a task may lose before it is given up
@@ -219,22 +219,30 @@ atexit.register(stop_all)
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
-def stop_on_signals(signums: Iterable[int] = STOP_SIGNALS) -> list[int]:
+def stop_on_signals(signums: Iterable[int] = STOP_SIGNALS) -> dict[int, Any]:
     """Make each signal end the worker processes first, then do what it did before: call
     the handler that was set (TensorBoard's SIGTERM one exits through atexit), or end this
-    process by that same signal (a shell reports 128 + its number).  A signal set to be
-    ignored (``nohup``) stays ignored.  Call from the main thread (Python sets handlers
-    there only); elsewhere nothing is set.  Returns the signals now handled."""
+    process by that same signal (a shell reports 128 + its number; a process manager sees
+    it stopped by the signal it sent).  A signal set to be ignored (``nohup``) stays
+    ignored.  Python sets handlers in the main thread only: elsewhere nothing is set.
+    Returns {signal: the handler it replaced}, for restore_signals."""
     if threading.current_thread() is not threading.main_thread():
-        return []
-    done = []
+        return {}
+    replaced = {}
     for signum in signums:
         previous = signal.getsignal(signum)
         if previous is signal.SIG_IGN or getattr(previous, "_tb_profiler_stop", False):
             continue
         signal.signal(signum, _stop_handler(previous))
-        done.append(signum)
-    return done
+        replaced[signum] = previous
+    return replaced
+
+
+def restore_signals(replaced: dict[int, Any]) -> None:
+    """Put back the handlers stop_on_signals replaced (where ours is still the one set)."""
+    for signum, previous in replaced.items():
+        if getattr(signal.getsignal(signum), "_tb_profiler_stop", False):
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
 
 
 def _stop_handler(previous) -> Callable:
