@@ -27,6 +27,7 @@ class Run:
         self._summaries_dir = summaries
         self._traces: dict[str, Trace] = {}
         self._summaries: dict[int | None, list] = {}
+        self._results: dict[int | None, dict] = {}  # distributed() per span
 
     name = property(lambda self: self.info.name)
     path = property(lambda self: self.info.path)
@@ -101,6 +102,12 @@ class Run:
     def step_outliers(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).step_outliers(**kw)
 
+    def range_stats(self, start_ns: int, end_ns: int, worker: str | None = None, span: int | None = None) -> dict:
+        return self.trace(worker, span).range_stats(start_ns, end_ns)
+
+    def key_averages(self, worker: str | None = None, span: int | None = None, **kw: Any):
+        return self.trace(worker, span).key_averages(**kw)
+
     def summaries(self, span: int | None = None, *, jobs: int | None = None, dask=None, progress=None) -> list:
         """Every worker's TraceSummary of one span (1-based; default: each worker's latest),
         stored ones read, the others built by ``jobs`` processes or on Dask (see
@@ -117,12 +124,51 @@ class Run:
                 out.append(outcome)
         return out
 
-    def distributed(self, span: int | None = None, *, jobs: int | None = None, dask=None):
+    def distributed(self, span: int | None = None, *, jobs: int | None = None, dask=None) -> dict:
         """Computation/communication per rank across every worker of one span, from the
-        workers' summaries (a file that cannot be summarized is named in the notes)."""
-        from tb_profiler.analysis.distributed import distributed_from_summaries
+        workers' summaries (a file that cannot be summarized is named in the notes): what
+        the routes distributed/overlap, waittime, commops and instances show.  Kept per
+        span, as the summaries are."""
+        if span not in self._results:
+            from tb_profiler.analysis.distributed import distributed_from_summaries
 
-        return distributed_from_summaries(self._summary_outcomes(span, jobs, dask))
+            self._results[span] = distributed_from_summaries(self._summary_outcomes(span, jobs, dask))
+        return self._results[span]
+
+    def ranks(self, span: int | None = None, *, jobs: int | None = None, dask=None,
+              max_cells: int = 1_000_000) -> dict:
+        """Per rank its per-step means, clock correction and whether it is an outlier, slowest
+        first; and the step time of every rank and step (route distributed/ranks):
+        {"ranks": DataFrame, "notes", "step_matrix"} (analysis.stragglers)."""
+        from tb_profiler.analysis.stragglers import step_matrix, stragglers
+
+        result = self.distributed(span, jobs=jobs, dask=dask)
+        table, notes = stragglers(result)
+        return {"ranks": table, "notes": list(result["notes"]) + notes, "step_matrix": step_matrix(result, max_cells)}
+
+    def stragglers(self, span: int | None = None, *, jobs: int | None = None, dask=None, **kw: Any) -> dict:
+        """Who the other ranks waited for, and the operators that kept the latest ones
+        (route distributed/stragglers): ``analysis.stragglers.late_ranks`` of
+        ``distributed()`` and ``summaries()`` of the span; kw: top_ranks, top_operators."""
+        from tb_profiler.analysis.stragglers import late_ranks
+
+        result = self.distributed(span, jobs=jobs, dask=dask)
+        return late_ranks(result, self._ok_summaries(span), **kw)
+
+    def matrix(self, span: int | None = None, *, jobs: int | None = None, dask=None) -> dict:
+        """Point-to-point bytes from each rank to each other rank (route distributed/matrix;
+        analysis.p2p): {"ranks", "bytes", "notes"}."""
+        from tb_profiler.analysis.p2p import p2p_matrix, process_groups
+
+        result = self.distributed(span, jobs=jobs, dask=dask)
+        groups = {s.worker: process_groups(s.distributed_info) for s in self._ok_summaries(span)}
+        return p2p_matrix(result["collectives"], groups)
+
+    def gpuinfo(self, span: int | None = None, *, jobs: int | None = None, dask=None) -> list[dict]:
+        """The devices of each worker ({"worker", "rank", "devices"}; route
+        distributed/gpuinfo), from the summaries."""
+        return [{"worker": s.worker, "rank": s.rank, "devices": s.devices}
+                for s in self._ok_summaries(span, jobs, dask)]
 
     def diff(self, other: "Run | Trace", span: int | None = None):
         """This run (every worker of a span) against another run or a trace, from summaries."""
@@ -138,6 +184,10 @@ class Run:
         if worker not in self.info.workers:
             raise KeyError(f"run {self.name!r} has no worker {worker!r}; workers: {', '.join(self.workers)}")
         return worker
+
+    def _ok_summaries(self, span: int | None, jobs: int | None = None, dask=None) -> list:
+        """The span's summaries that were built (the failed ones are the analysis' notes)."""
+        return [o for o in self._summary_outcomes(span, jobs, dask) if not isinstance(o, Exception)]
 
     def _summary_outcomes(self, span: int | None, jobs: int | None, dask, progress=None) -> list:
         """Each worker's summary of the span, or its exception (a worker without that span:
