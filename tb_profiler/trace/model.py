@@ -369,8 +369,16 @@ class Trace:
 
         return diff(self, other)
 
-    def table(self, sort_by: str = "self_cpu_time_total", row_limit: int = 10, **kw) -> str:
-        """A text table like torch's ``prof.key_averages().table()``."""
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
+        """torch's ``prof.key_averages()`` rows for this trace, a DataFrame (times in µs as
+        torch's; see analysis.keyavg for the rules)."""
+        from tb_profiler.analysis.keyavg import key_averages
+
+        return key_averages(self, group_by_input_shape, group_by_stack_n)
+
+    def table(self, sort_by: str | None = "self_cpu_time_total", row_limit: int = 10, **kw) -> str:
+        """The text of torch's ``prof.key_averages(...).table(sort_by, row_limit)`` for this
+        trace (group_by_input_shape, group_by_stack_n and torch's width arguments too)."""
         from tb_profiler.analysis.keyavg import table
 
         return table(self, sort_by=sort_by, row_limit=row_limit, **kw)
