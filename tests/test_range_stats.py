@@ -89,3 +89,26 @@ def test_v100_a_whole_step_adds_up():
     hit = is_k & (ts < b) & (end > a)
     expect = int((np.minimum(end[hit], b) - np.maximum(ts[hit], a)).sum())
     assert int(rows.loc[rows["kind"] == "kernel", "total_ns"].sum()) == expect
+
+
+def test_children_overlapping_each_other_clamp_the_self_time_at_zero_with_a_note(tmp_path):
+    """A range whose two children each partly cover the other (neither nests in the other,
+    so both are its children) on the same thread: Kineto writes each `ph: X` event as it
+    was recorded, and record_function ranges closed out of order (handles exited by hand,
+    or ended on another code path) overlap this way. The children add up to 110 us in a
+    100 us parent: its self time is 0, not -10 us, and the notes say one was clamped."""
+    from tb_profiler.plugin.views import range_stats as route
+
+    ev = [_x("user_annotation", "outer", 0, 100), _x("user_annotation", "first", 10, 60),
+          _x("user_annotation", "second", 40, 50), _x("cpu_op", "aten::add", 200, 10)]
+    t = tb_profiler.load(write_trace(tmp_path / "o.pt.trace.json", {"traceEvents": ev}), cache=False)
+    a = T0 * 1000
+    out = range_stats(t, a, a + 300_000)
+    got = {r["name"]: (r["total_ns"], r["self_ns"]) for r in out["rows"].to_dict("records")}
+    assert got == {"outer": (100_000, 0), "first": (60_000, 60_000), "second": (50_000, 50_000),
+                   "aten::add": (10_000, 10_000)}
+    assert (out["rows"]["self_ns"] >= 0).all() and (out["kinds"]["self_ns"] >= 0).all()
+    assert len(out["notes"]) == 1 and out["notes"][0].startswith("1 event(s)") and "0, not negative" in out["notes"][0]
+    t0 = int(t.span[0])
+    assert route(t, a - t0, a - t0 + 300_000)["notes"] == out["notes"]  # the route carries the note
+    assert range_stats(t, a + 200_000, a + 300_000)["notes"] == []  # nothing clamped there

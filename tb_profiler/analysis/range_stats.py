@@ -57,7 +57,8 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     Returns {"start_ns", "end_ns", "rows": RANGE_COLUMNS, one row per (kind, name), kinds
     in a fixed order (operators, kernels, copies, fills, runtime, annotations, Python,
     device marks, other) and names by total time, largest first; "kinds": per kind: kind,
-    label, count, total_ns, self_ns; "events": how many events overlap the range}.
+    label, count, total_ns, self_ns; "events": how many events overlap the range; "notes":
+    how many self times were clamped at 0 (never negative), if any}.
     Trace-wide spans ("PyTorch Profiler (0)") are left out.
     """
     if end_ns <= start_ns:
@@ -74,6 +75,8 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     inside = np.bincount(par[par >= 0], weights=clipped[rows][par >= 0], minlength=len(ev)).astype(np.int64) \
         if len(ev) else np.zeros(0, np.int64)  # the children of a hit event overlap the range too
     own = clipped[rows] - inside[rows]
+    negative = int((own < 0).sum())
+    own = np.maximum(own, 0)  # children overlapping each other: see _clamp_note
     frame = pd.DataFrame({"role": trace.roles[rows].astype(np.int64), "name_id": ev["name"][rows],
                           "clipped": clipped[rows], "self": own, "dur": np.maximum(ev["dur"][rows], 0)})
     out = (frame.groupby(["role", "name_id"], sort=False)
@@ -93,4 +96,15 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     labels = {k: label for k, label in KIND_LABELS.values()}
     kinds.insert(1, "label", [labels[k] for k in kinds["kind"]])
     return {"start_ns": int(start_ns), "end_ns": int(end_ns), "events": int(len(rows)), "rows": result,
-            "kinds": kinds}
+            "kinds": kinds, "notes": _clamp_note(negative)}
+
+
+def _clamp_note(negative: int) -> list[str]:
+    """Why a self time can be clamped: children that overlap each other on their track
+    (two ranges that each partly cover the other: neither nests in the other, so both are
+    the parent's children) add up to more than the parent's time inside the range; its
+    self time is then 0, never negative."""
+    if not negative:
+        return []
+    return [f"{negative} event(s) have children on their track that overlap each other and add up to more "
+            "than the event's own time in the range: their self time is counted as 0, not negative"]

@@ -263,7 +263,7 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     shown = rows.groupby("kind", sort=False).head(MAX_RANGE_ROWS)
     left = rows.groupby("kind", sort=False).size() - shown.groupby("kind", sort=False).size()
     return {"start_ns": start_ns, "end_ns": end_ns, "events": out["events"], "kinds": to_jsonable(out["kinds"]),
-            "rows": to_jsonable(shown), "more": {k: int(n) for k, n in left.items() if n > 0}}
+            "rows": to_jsonable(shown), "more": {k: int(n) for k, n in left.items() if n > 0}, "notes": out["notes"]}
 
 
 def memory_stats(trace, device: str | None, start_ns: int | None, end_ns: int | None) -> dict:

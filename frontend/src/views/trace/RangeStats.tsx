@@ -8,7 +8,7 @@ import { useEffect, useMemo, useState } from "react";
 import type { Params } from "../../api/client";
 import { useApi } from "../../api/hooks";
 import { DataTable, type Col } from "../../components/DataTable";
-import { ErrorBox, Progress, Tabs } from "../../components/common";
+import { ErrorBox, Notes, Progress, Tabs } from "../../components/common";
 import type { Range } from "../../timeline/coords";
 import { rangeLabel } from "../../timeline/rangeSelect";
 import { fmtCount, fmtDuration } from "../../util/format";
@@ -46,6 +46,8 @@ export interface RangeStatsReply {
   rows: RangeStatsRow[];
   /** per kind: the names left out of `rows` */
   more: Record<string, number>;
+  /** e.g. how many self times were clamped at 0 (children overlapping each other) */
+  notes?: string[];
 }
 
 export const RANGE_COLS: Col<RangeStatsRow>[] = [
@@ -134,7 +136,10 @@ export function RangeStats({ sel, range, onZoom, onClose }: {
         {st.error ? (
           <ErrorBox error={st.error} />
         ) : d ? (
-          <RangeStatsTables d={d} kind={kind} onKind={setKind} exportName={["range", String(sel.run ?? ""), String(range.start), String(range.end)]} />
+          <>
+            <Notes notes={d.notes} />
+            <RangeStatsTables d={d} kind={kind} onKind={setKind} exportName={["range", String(sel.run ?? ""), String(range.start), String(range.end)]} />
+          </>
         ) : (
           <Progress progress={st.progress} />
         )}
