@@ -30,10 +30,10 @@ torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from torch_oracle import DDP, PYEXPORT, SORTS, WORKLOADS  # noqa: E402
+from torch_oracle import DDP, FSDP, PYEXPORT, SORTS, WORKLOADS  # noqa: E402
 
 NS = 1e-3  # one ns in torch's microseconds
-KINETO = [*WORKLOADS, f"{DDP}_rank0", f"{DDP}_rank1"]
+KINETO = [*WORKLOADS, *(f"{job}_rank{r}" for job in (DDP, FSDP) for r in (0, 1))]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ The workloads are the shapes users profile (``with_stack=True``, ``record_shapes
 ``profile_memory=True``, as the README tells them): an MLP with ``record_function`` phases
 and AdamW, a CNN fed by a DataLoader, a transformer block, ``torch.compile``, activation
 checkpointing (both kinds), a custom ``autograd.Function``, bf16 autocast, a side thread,
-a generate loop with ``torch.cat``, DDP over gloo (two processes), and the python exporter.
+a generate loop with ``torch.cat``, DDP and FSDP2 over gloo (two processes each), and the python
+exporter.
 """
 from __future__ import annotations
 
@@ -252,36 +253,47 @@ def generate():
 WORKLOADS = {f.__name__: f for f in (mlp_phases, cnn_dataloader, gpt_train, gpt_compiled, checkpoint_plain,
                                       checkpoint_reentrant, autograd_function, bf16_autocast, side_thread, generate)}
 PYEXPORT = "mlp_phases_pyexport"
-DDP = "ddp_gloo"
+DDP, FSDP = "ddp_gloo", "fsdp2_gloo"
 
 
-def _ddp_rank(rank: int, outdir: str, port: int) -> None:
+def _distributed_rank(rank: int, outdir: str, port: int, kind: str) -> None:
+    """One rank of a 2-process job over gloo: DDP, or FSDP2 (fully_shard per layer)."""
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    m = DistributedDataParallel(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32)))
+    m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32))
+    if kind == DDP:
+        from torch.nn.parallel import DistributedDataParallel
+
+        m = DistributedDataParallel(m)
+    else:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in m:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        fully_shard(m)
     opt, x = torch.optim.SGD(m.parameters(), lr=0.1), torch.randn(8, 32)
 
     def step():
         m(x).sum().backward()
         opt.step()
         opt.zero_grad()
-    capture(f"{DDP}_rank{rank}", step, outdir)
+    capture(f"{kind}_rank{rank}", step, outdir)
     dist.destroy_process_group()
 
 
 def main(argv: list[str]) -> None:
-    outdir, names = argv[0], argv[1:] or [*WORKLOADS, PYEXPORT, DDP]
+    outdir, names = argv[0], argv[1:] or [*WORKLOADS, PYEXPORT, DDP, FSDP]
     torch.set_num_threads(1)
     for name in names:
         torch.manual_seed(0)
         if name == PYEXPORT:
             capture(name, mlp_phases(), outdir, python_export=True)
-        elif name == DDP:
+        elif name in (DDP, FSDP):
             import socket
 
             import torch.multiprocessing as mp
@@ -289,7 +301,7 @@ def main(argv: list[str]) -> None:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-            mp.spawn(_ddp_rank, args=(outdir, port), nprocs=2)
+            mp.spawn(_distributed_rank, args=(outdir, port, name), nprocs=2)
         else:
             capture(name, WORKLOADS[name](), outdir)
         print(name, "done", flush=True)
