@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -136,9 +137,12 @@ def _find_roots(path: tuple[str, ...], cwd: str | None, torch_file: str | None) 
     return [r for r in roots if os.path.isdir(r)]
 
 
-def add_source_roots(path: str, roots: list[str]) -> bool:
+def add_source_roots(path: str, roots: list[str], trace_name: str | None = None) -> bool:
     """Add ``SOURCE_ROOTS_KEY: roots`` to the JSON object in ``path`` by rewriting its
     closing brace in place; False (file untouched) when it does not end in one.
+    trace_name: also make the ``traceName`` the exporter wrote last (the path it was given:
+    our temporary name) this one, the file's final path, as torch's own handler's files
+    say; added where the export has none.
 
     Why in place: the export is already on disk and its last bytes are the object's
     closing brace; a seek and a ~1 KB write cost microseconds, where parsing and
@@ -147,23 +151,37 @@ def add_source_roots(path: str, roots: list[str]) -> bool:
     """
     encodable = [r for r in roots if _utf8(r)]
     entry = f',"{SOURCE_ROOTS_KEY}":{json.dumps(encodable)}}}\n'.encode()
+    name = f'"traceName": {json.dumps(trace_name)}'.encode() if trace_name and _utf8(trace_name) else None
     try:
-        return _rewrite_tail(path, entry)
+        return _rewrite_tail(path, entry, name)
     except OSError:  # the export stands as written
         return False
 
 
-def _rewrite_tail(path: str, entry: bytes) -> bool:
-    """Replace the closing brace (and the blanks after it) with ``entry``. Unbuffered, so
-    a failed or short write is seen here, not at close, and can be undone."""
+# The exporters' last key: Kineto writes `],"traceName": "PATH" }`, torch's Python export
+# `],\n"traceName": "PATH"\n}` (torch/profiler/_chrome_trace_export.py).
+_LAST_TRACE_NAME = re.compile(rb'"traceName"\s*:\s*"(?:[^"\\]|\\.)*"\s*$')
+
+
+def _rewrite_tail(path: str, entry: bytes, name: bytes | None = None) -> bool:
+    """Replace the closing brace (and the blanks after it) with ``entry``, and the last
+    ``"traceName": ...`` before it with ``name`` (added where there is none). Unbuffered,
+    so a failed or short write is seen here, not at close, and can be undone."""
     with open(path, "r+b", buffering=0) as f:
         start = max(0, f.seek(0, os.SEEK_END) - _TAIL)
         f.seek(start)
         tail = f.readall()
         body = tail.rstrip()
-        if not body.endswith(b"}") or body[:-1].rstrip().endswith(b"{") or not body[:-1].strip():
+        inner = body[:-1].rstrip()
+        if not body.endswith(b"}") or inner.endswith(b"{") or not inner.strip():
             return False
         at = start + len(body) - 1
+        if name is not None:
+            last = _LAST_TRACE_NAME.search(inner)
+            if last is not None:  # rewritten from its key on
+                at, entry = start + last.start(), name + entry
+            elif b'"traceName"' not in inner:
+                entry = b"," + name + entry
         old = tail[at - start:]
         new = entry.ljust(len(old), b" ")  # covers the old bytes: no truncate (~0.7 ms here)
         try:
@@ -193,15 +211,17 @@ def _remove(path: str) -> None:
         pass
 
 
-def _export_local(prof, folder: str, final: str, use_gzip: bool, use_python_export: bool) -> str:
-    """Export into ``folder`` under a temp name and publish it as ``final``."""
+def _export_local(prof, folder: str, final: str, use_gzip: bool, use_python_export: bool,
+                  trace_name: str | None = None) -> str:
+    """Export into ``folder`` under a temp name and publish it as ``final``; its traceName
+    is ``trace_name`` (default: the path it is published at)."""
     tmp = os.path.join(folder, _temp_name(final))
     tmp_gz = tmp + "-gz"
     target = os.path.join(folder, final)
     try:
         # The temp name does not end in .gz, so torch writes plain JSON; we gzip.
         prof.export_chrome_trace(tmp, use_python_export=use_python_export)
-        add_source_roots(tmp, source_roots())
+        add_source_roots(tmp, source_roots(), trace_name or target)
         if use_gzip:
             gzip_file(tmp, tmp_gz)
             _remove(tmp)
@@ -238,7 +258,8 @@ def _export_fsspec(prof, url: str, final: str, use_gzip: bool, use_python_export
     remote_final = f"{root.rstrip('/')}/{final}"
     remote_tmp = remote_final if object_store else f"{root.rstrip('/')}/{_temp_name(final)}"
     with tempfile.TemporaryDirectory(prefix="tb_profiler-") as local_dir:
-        local = _export_local(prof, local_dir, final, use_gzip, use_python_export)
+        local = _export_local(prof, local_dir, final, use_gzip, use_python_export,
+                              trace_name=f"{url.rstrip('/')}/{final}")
         try:
             fs.put_file(local, remote_tmp)
             if remote_tmp != remote_final:
@@ -260,7 +281,10 @@ def tensorboard_trace_handler(dir_name, worker_name: str | None = None, use_gzip
     Same signature and file names as ``torch.profiler.tensorboard_trace_handler``;
     one file per profiling cycle. ``dir_name`` may be a local path or an fsspec
     URL (``memory://``, ``s3://``, ``file://``...). Each file also carries the profiled
-    process's source roots (``SOURCE_ROOTS_KEY``). The callable returns the path (or URL)
+    process's source roots (``SOURCE_ROOTS_KEY``), and as ``traceName`` its final path,
+    ``os.path.join(dir_name, file_name)`` as torch's handler gives it (``dir_name/file_name``
+    for a URL), never the temporary name it was exported to (torch's own handler writes its
+    temporary file's name there for ``use_gzip``). The callable returns the path (or URL)
     it wrote, which torch ignores.
     """
     dir_name = os.fspath(dir_name)

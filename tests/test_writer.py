@@ -287,3 +287,58 @@ def test_failed_roots_write_leaves_the_trace_as_exported(tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "open", lambda p, mode, buffering=-1: Short(p, "r+"), raising=False)
     assert not writer.add_source_roots(str(path), ["/a" * 50])
     assert path.read_text() == text
+
+
+def _doc(path: Path) -> dict:
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+@pytest.mark.parametrize("use_gzip,use_python_export", [(False, False), (True, False), (False, True)])
+def test_trace_name_is_the_final_path_as_torchs_handler_writes_it(tmp_path, use_gzip, use_python_export):
+    """traceName is the path the file is published at, in the form torch's own handler
+    gives it (os.path.join(dir_name, file_name): dir_name as the caller wrote it), never
+    our temporary name; with use_gzip too (torch's handler writes its temp file's name
+    there then)."""
+    torch = pytest.importorskip("torch")
+    ours_dir, theirs_dir = tmp_path / "ours", tmp_path / "theirs"
+    _profile(tensorboard_trace_handler(str(ours_dir), worker_name="w", use_gzip=use_gzip,
+                                       use_python_export=use_python_export), repeat=1)
+    _profile(torch.profiler.tensorboard_trace_handler(str(theirs_dir), worker_name="w",
+                                                      use_python_export=use_python_export), repeat=1)
+    (ours,), (theirs,) = os.listdir(ours_dir), os.listdir(theirs_dir)
+    assert _doc(theirs_dir / theirs)["traceName"] == os.path.join(str(theirs_dir), theirs)  # torch's form
+    doc = _doc(ours_dir / ours)
+    assert doc["traceName"] == os.path.join(str(ours_dir), ours)
+    assert not is_temp_name(os.path.basename(doc["traceName"]))
+    assert doc[writer.SOURCE_ROOTS_KEY] and any(e.get("name", "").startswith("ProfilerStep#") for e in doc["traceEvents"])
+
+
+def test_trace_name_of_a_relative_folder_and_a_url(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    final = tensorboard_trace_handler("rel/run", worker_name="w")(FakeProf())  # FakeProf writes no traceName
+    assert final.startswith("rel/run/") and _doc(tmp_path / final)["traceName"] == final  # added, as given
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    try:
+        url = tensorboard_trace_handler("memory://tbp-writer-name/run", worker_name="w", use_gzip=True)(FakeProf())
+        name = url.rsplit("/", 1)[-1]
+        assert json.loads(gzip.decompress(fs.cat(f"/tbp-writer-name/run/{name}")))["traceName"] == \
+            f"memory://tbp-writer-name/run/{name}"
+    finally:
+        fs.rm("/tbp-writer-name", recursive=True)
+
+
+@pytest.mark.parametrize("text,expect_name", [
+    ('{"traceEvents": [],"traceName": "/d/.w.1.pt.trace.json.tmp-12" }\n', "/d/w.1.pt.trace.json"),  # Kineto's
+    ('{"traceEvents": [],\n"traceName": "/d/.w.tmp-1 \\" q"\n}\n', "/d/w.1.pt.trace.json"),  # torch's Python export
+    ('{"traceEvents": []}', "/d/w.1.pt.trace.json"),  # none: added
+    ('{"traceName": "first", "traceEvents": []}', "first"),  # not the last key: left alone
+])
+def test_add_source_roots_sets_the_trace_name(tmp_path, text, expect_name):
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert writer.add_source_roots(str(path), ["/a"], trace_name="/d/w.1.pt.trace.json")
+    doc = json.loads(path.read_text())
+    assert doc["traceName"] == expect_name and doc[writer.SOURCE_ROOTS_KEY] == ["/a"]
+    assert doc["traceEvents"] == [] and path.read_text().count('"traceName"') == 1
