@@ -131,3 +131,29 @@ def test_cpu_only_and_v100(tmp_path):
     ops = v["operators"]
     assert "aten::mm" in set(ops["name"]) and (ops["compute_pct"].dropna() <= 100).all()
     assert any("convolution calls have no FLOP count" in n for n in v["notes"])
+
+
+def test_a_zero_dim_tensor_is_one_element_not_a_scalar(tmp_path):
+    """torch writes a 0-dim tensor's Input Dims as [] with its dtype as Input type, and a
+    scalar argument as [] with "Scalar" (or "Int", "Double"...): as torch 2.13 records
+    ``s * s`` (s = torch.tensor(2.)): [[], []] / ["float", "float"]; ``x + s``: [[4, 4], [],
+    []] / ["float", "float", "Scalar"] (alpha); ``x * 3.0``: the number as a 0-dim double
+    tensor. A 0-dim tensor is one element, in FLOPs and in bytes; a scalar is neither."""
+    assert flops_from_shapes("aten::mul", [[], []], types=["float", "float"]) == (1, 1)
+    assert flops_from_shapes("aten::mul", [[], []], types=["Scalar", "Double"]) == (0, 0)
+    assert flops_from_shapes("aten::mul", [[], []]) == (0, 0)  # no types: [] cannot be told from a scalar
+    assert flops_from_shapes("aten::add", [[], [], []], types=["c10::BFloat16", "Tensor(float)", "Scalar"]) == (1, 1)
+    assert flops_from_shapes("aten::add", [[4, 4], [], []], types=["float", "float", "Scalar"]) == (16, 16)
+    ev = [_x("cpu_op", "aten::mul", 0, 50, **{"Input Dims": [[], []], "Input type": ["float", "float"]}),
+          _x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1), _kernel("mul_k", 20, 10, 1),
+          _x("cpu_op", "aten::add", 100, 50, **{"Input Dims": [[4, 4], [], []],
+                                                 "Input type": ["float", "float", "Scalar"]}),
+          _x("cuda_runtime", "cudaLaunchKernel", 110, 5, correlation=2), _kernel("add_k", 120, 10, 2),
+          _x("cpu_op", "aten::mul", 200, 50, **{"Input Dims": [[4, 4], []], "Input type": ["float", "double"]}),
+          _x("cuda_runtime", "cudaLaunchKernel", 210, 5, correlation=3), _kernel("mul_k", 220, 10, 3)]
+    t = tb_profiler.load(write_trace(tmp_path / "z.pt.trace.json", _doc(ev)), cache=False)
+    ops = roofline(t)["operators"]
+    got = {(r["name"], r["calls"]): (r["flops"], r["bytes"]) for r in ops.to_dict("records")}
+    # s * s: 1 FLOP, 2 inputs + 1 output of 4 bytes; x + s: 16 FLOPs, (16 + 1) in + 16 out;
+    # x * 3.0: 16 FLOPs, (16 + 1) in + 16 out, at the float's 4 bytes (the op's first floating type)
+    assert got == {("aten::mul", 2): (1 + 16, (2 + 1) * 4 + (17 + 16) * 4), ("aten::add", 1): (16, (17 + 16) * 4)}

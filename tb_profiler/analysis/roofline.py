@@ -63,14 +63,28 @@ def _numel(shape) -> int:
     return int(math.prod(shape)) if isinstance(shape, list) and all(isinstance(d, int) for d in shape) else 0
 
 
-def _tensors(shapes: list) -> list[list[int]]:
-    return [s for s in shapes if isinstance(s, list) and s and all(isinstance(d, int) for d in s)]
+def _is_tensor_type(type_name) -> bool:
+    """Whether an "Input type" entry is a tensor's: torch writes a tensor's dtype as its C++
+    type name ("float", "long int", "c10::BFloat16"; "Tensor(...)" elsewhere), and any other
+    argument as its kind, capitalised ("Scalar", "Int", "Double", "GenericList") or empty."""
+    return isinstance(type_name, str) and (type_name.startswith(("c10::", "Tensor")) or type_name[:1].islower())
 
 
-def flops_from_shapes(name: str, shapes: list, concrete: list | None = None) -> tuple[int, int]:
+def _tensors(shapes: list, types: list | None = None) -> list[list[int]]:
+    """The tensor inputs' shapes.  ``[]`` is a scalar argument (a Python number: 1.0, alpha)
+    unless its "Input type" (``types``, beside ``shapes``) is a tensor's: then it is a 0-dim
+    tensor, one element (``x * torch.tensor(2.)``, and the wrapped number of ``x * 2.``)."""
+    types = types if isinstance(types, list) else []
+    return [s for i, s in enumerate(shapes) if isinstance(s, list) and all(isinstance(d, int) for d in s)
+            and (s or (i < len(types) and _is_tensor_type(types[i])))]
+
+
+def flops_from_shapes(name: str, shapes: list, concrete: list | None = None,
+                      types: list | None = None) -> tuple[int, int]:
     """(FLOPs, output elements) of one call from its input shapes (and concrete inputs for a
-    convolution's stride, padding, dilation and groups); (0, 0) when the op is not one
-    whose count is standard or the shapes do not say."""
+    convolution's stride, padding, dilation and groups; ``types``: the "Input type" list,
+    which tells a 0-dim tensor from a scalar); (0, 0) when the op is not one whose count is
+    standard or the shapes do not say."""
     try:
         if name in _MATMUL:
             a, b = (shapes[i] for i in _MATMUL[name])
@@ -90,7 +104,7 @@ def flops_from_shapes(name: str, shapes: list, concrete: list | None = None) -> 
             heads = _numel(q[:-2]) or 1
             return 4 * heads * q[-2] * k[-2] * q[-1], heads * q[-2] * q[-1]
         if name in _ELEMENTWISE:
-            out = max((_numel(s) for s in _tensors(shapes)), default=0)
+            out = max((_numel(s) for s in _tensors(shapes, types)), default=0)
             return out, out
     except (IndexError, TypeError):
         pass
@@ -232,14 +246,16 @@ def _shape_flops(trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows = np.flatnonzero(np.isin(ev["name"][ops], countable))  # only ops with a formula: a few names
     if not len(rows):
         return flops, out
-    code, first = factorize(ev["name"][ops[rows]], ev["input_dims"][ops[rows]], ev["concrete_inputs"][ops[rows]])
+    code, first = factorize(ev["name"][ops[rows]], ev["input_dims"][ops[rows]], ev["concrete_inputs"][ops[rows]],
+                            ev["input_type"][ops[rows]])
     f = np.zeros(len(first), dtype=np.int64)
     o = np.zeros(len(first), dtype=np.int64)
     for j, r in enumerate(ops[rows][first].tolist()):  # distinct calls, not events
         shapes = _json(trace.str(ev["input_dims"][r]))
         if isinstance(shapes, list):
             conc = _json(trace.str(ev["concrete_inputs"][r]))
-            f[j], o[j] = flops_from_shapes(trace.str(ev["name"][r]), shapes, conc if isinstance(conc, list) else None)
+            f[j], o[j] = flops_from_shapes(trace.str(ev["name"][r]), shapes, conc if isinstance(conc, list) else None,
+                                           _json(trace.str(ev["input_type"][r])))
     flops[rows], out[rows] = f[code], o[code]
     return flops, out
 
@@ -270,13 +286,23 @@ def _dtypes(trace, rows: np.ndarray) -> np.ndarray:
 
 
 def _bytes(trace, rows: np.ndarray, dtypes: np.ndarray, out_elems: np.ndarray) -> np.ndarray:
-    """Tensor inputs plus the output, at the element size of the op's data type."""
-    ids = trace.events["input_dims"][rows]
-    uniq, inv = np.unique(ids, return_inverse=True)
-    elems = np.array([sum(_numel(s) for s in _tensors(_json(trace.str(i)) or [])) if i >= 0 else 0
-                      for i in uniq.tolist()], dtype=np.int64)
+    """Tensor inputs (a 0-dim one: one element) plus the output, at the element size of the
+    op's data type; one parse per distinct (shapes, types)."""
+    ev = trace.events
+    dims, types = ev["input_dims"][rows], ev["input_type"][rows]
+    code, first = factorize(dims, types)
+    elems = np.array([_elements(trace, d, t) for d, t in zip(dims[first].tolist(), types[first].tolist())],
+                     dtype=np.int64)
     size = np.array([BYTES.get(d, 4) for d in dtypes], dtype=np.int64)
-    return ((elems[inv.reshape(-1)] if len(rows) else np.zeros(0, np.int64)) + out_elems) * size
+    return ((elems[code] if len(rows) else np.zeros(0, np.int64)) + out_elems) * size
+
+
+def _elements(trace, dims_id: int, types_id: int) -> int:
+    """The elements of one call's tensor inputs, from its Input Dims and Input type ids."""
+    if dims_id < 0:
+        return 0
+    types = _json(trace.str(types_id)) if types_id >= 0 else None
+    return sum(_numel(s) for s in _tensors(_json(trace.str(dims_id)) or [], types))
 
 
 def _kernel_share(trace, counted: np.ndarray, ops: pd.DataFrame) -> pd.DataFrame:
