@@ -271,6 +271,23 @@ def test_workers_are_kept_for_the_next_call_and_take_its_folder(tmp_path, monkey
     assert {pid for _, pid in procs.run_tasks(os.getpid, [(0, ())], 1)} <= first  # a kept one, not a new one
 
 
+def test_a_worker_is_retired_after_its_share_of_tasks(monkeypatch):
+    import collections
+    import os
+    import time
+
+    from tb_profiler.summary import procs
+
+    procs.stop_all()
+    monkeypatch.setattr(procs, "TASKS_PER_WORKER", 2)
+    pids = collections.Counter(pid for _, pid in procs.run_tasks(os.getpid, [(i, ()) for i in range(6)], 1))
+    assert sorted(pids.values()) == [2, 2, 2]  # three processes, two tasks each
+    deadline = time.monotonic() + 60
+    while set(pids) & set(procs.worker_pids()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not set(pids) & set(procs.worker_pids())  # a retired one ended (its pipe was closed)
+
+
 def test_idle_workers_end_by_themselves(monkeypatch):
     import os
     import time

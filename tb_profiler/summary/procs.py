@@ -12,10 +12,10 @@ resource tracker, no temporary folder, and every process started is a child of t
 known by its pid.
 
 Workers are kept for the next call (a warm process costs nothing to start; a new one
-~0.8 s of imports) and end by themselves when idle (worker.IDLE_S), when this process
-closes their pipe, or when it is gone.  ``stop_all`` ends every one of them now;
-``stop_on_signals`` makes SIGTERM and SIGHUP do that before the process ends as the
-signal says.
+~0.8 s of imports) and end by themselves when idle (IDLE_S), when this process closes
+their pipe (after TASKS_PER_WORKER tasks: a worker's heap only grows), or when it is
+gone.  ``stop_all`` ends every one of them now; ``stop_on_signals`` makes SIGTERM and
+SIGHUP do that before the process ends as the signal says.
 
 One task per worker at a time, so each result is read by the thread that owns that
 worker's pipe and a dead worker is known with the task it held: that task is tried again
@@ -42,6 +42,7 @@ __all__ = ["WorkerDied", "restore_signals", "run_tasks", "stop_all", "stop_on_si
 
 IDLE_S = 60.0        # a worker left idle this long ends (the next call starts new ones)
 ATTEMPTS = 2         # processes a task may lose before it is given up
+TASKS_PER_WORKER = 256  # then a worker is retired (its heap only grows: a new process starts small)
 STOP_WAIT_S = 2.0    # after SIGTERM, how long stop_all waits before SIGKILL
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from tb_profiler.summary.worker import main; main(int(sys.argv[2]), float(sys.argv[3]))")
@@ -70,7 +71,7 @@ class _Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         self.pid = self.proc.pid
         self._lock = threading.Lock()
-        self._sink, self.dead = sink, False
+        self._sink, self.dead, self.tasks = sink, False, 0
         _LIVE[self.pid] = self
         threading.Thread(target=self._read, name=f"tb_profiler-worker-{self.pid}", daemon=True).start()
 
@@ -89,6 +90,13 @@ class _Worker:
             return True
         except (BrokenPipeError, OSError, ValueError):  # ValueError: the pipe was closed here
             return False
+
+    def retire(self) -> None:
+        """Let it end when idle: its pipe closes, it reads the end and exits."""
+        try:
+            self.proc.stdin.close()
+        except OSError:  # a broken pipe's buffer cannot be flushed
+            pass
 
     def stop(self) -> None:
         """End it now (SIGTERM: a worker keeps nothing that needs saving)."""
@@ -172,7 +180,11 @@ def run_tasks(fn: Callable, tasks: Sequence[tuple[Any, tuple]], jobs: int) -> It
             if task is None:  # the end of a worker whose send failed: already counted
                 continue
             if ok:
-                free.append(w)
+                w.tasks += 1
+                if w.tasks < TASKS_PER_WORKER:
+                    free.append(w)
+                else:
+                    w.retire()
                 yield task[0], value
             else:
                 yield from _lost(task, value, todo)
