@@ -219,7 +219,7 @@ def test_facts_named_by_the_comparison_exist():
 
 
 def test_pool_processes_see_the_environment_of_now(gloo_files, tmp_path, monkeypatch):
-    """A setting made after the first summaries (the forkserver's start) reaches the pool's
+    """A setting made after the first summaries (the workers' start: they are kept) reaches the pool's
     processes: here a trace-size limit that every file is over."""
     first = summarize_files(gloo_files[:2], jobs=2, cache_dir=tmp_path / "a")
     assert all(isinstance(s, TraceSummary) for s in first)
@@ -354,3 +354,23 @@ def test_signal_handlers_are_set_and_put_back():
         assert procs.stop_on_signals([signal.SIGHUP]) == {}  # nohup: stays ignored
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_a_forked_child_neither_uses_nor_stops_the_parents_workers():
+    """os.fork in user code (or a fork-started DataLoader worker) copies the registry of
+    workers: the child forgets them, so its exit cannot stop the parent's."""
+    import os
+
+    from tb_profiler.summary import procs
+
+    mine = {pid for _, pid in procs.run_tasks(os.getpid, [(0, ()), (1, ())], 2)}
+    assert mine <= set(procs.worker_pids())
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's verdict is its exit status
+        ok = procs.worker_pids() == []
+        procs.stop_all()  # what its atexit does: nothing of the parent's to stop
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert mine <= set(procs.worker_pids())
+    assert {pid for _, pid in procs.run_tasks(os.getpid, [(0, ())], 1)} <= mine  # still alive, still used

@@ -50,6 +50,7 @@ BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
 _LIVE: dict[int, "_Worker"] = {}   # pid -> every worker started and not yet reaped
 _IDLE: list["_Worker"] = []        # kept for the next call
 _LOCK = threading.Lock()           # guards _IDLE (never taken in a signal handler)
+_CLOSED = threading.Event()        # set at exit: no worker is started after the last stop_all
 
 
 class WorkerDied(RuntimeError):
@@ -67,6 +68,8 @@ class _Worker:
     """One worker process, and the thread that reads its results into the current sink."""
 
     def __init__(self, sink: queue.Queue):
+        if _CLOSED.is_set():
+            raise RuntimeError("tb_profiler: this process is exiting: no new summary worker is started")
         self.proc = subprocess.Popen([sys.executable, "-c", BOOT, _package_root(), str(os.getpid()), str(IDLE_S)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         self.pid = self.proc.pid
@@ -226,7 +229,25 @@ def stop_all(wait_s: float = STOP_WAIT_S) -> None:
         _LIVE.pop(w.pid, None)
 
 
-atexit.register(stop_all)
+def _at_exit() -> None:
+    """At exit, a daemon thread may still be summarizing: its workers end here, and it
+    starts no others."""
+    _CLOSED.set()
+    stop_all()
+
+
+def _forget_in_child() -> None:
+    """A forked copy of this process owns none of these workers (their pipes and reader
+    threads are the parent's): it must neither use nor stop them."""
+    global _LOCK
+    _LIVE.clear()
+    _IDLE.clear()
+    _LOCK = threading.Lock()  # the parent's may have been held by a thread the child lacks
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
 
