@@ -5,11 +5,12 @@ Before, a script without an ``if __name__ == "__main__":`` guard that called
 ``load_run(d).distributed()`` was re-executed by each of multiprocessing's children (they
 import ``__main__`` by path), printed RuntimeError tracebacks and got 0 ranks.  Here the
 same script body runs as a file without the guard, as a file with it, from ``python -``
-(stdin, a ``__main__`` without a file, as in a notebook) and from ``python -c``: each
-gives the same answer, and its top level ran exactly once (it appends a line to a file
-each time it runs)."""
+(stdin, a ``__main__`` without a file), from ``python -c`` and in IPython's interactive
+namespace (as a notebook's kernel runs a cell): each gives the same answer, and its top
+level ran exactly once (it appends a line to a file each time it runs)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,7 +42,10 @@ def _run(tmp_path: Path, run_dir: Path, form: str) -> tuple[dict, int, str]:
     script = tmp_path / f"{form}.py"
     script.write_text(GUARDED if form == "guarded" else BODY + CALL)
     args, stdin = {"file": ([str(script)], None), "guarded": ([str(script)], None),
-                   "stdin": (["-"], script.read_text()), "dash_c": (["-c", script.read_text()], None)}[form]
+                   "stdin": (["-"], script.read_text()), "dash_c": (["-c", script.read_text()], None),
+                   # IPython's interactive namespace, as a notebook's kernel runs cells
+                   "ipython": (["-m", "IPython", "--quick", "--no-banner", "--colors=NoColor", "-c",
+                                script.read_text()], None)}[form]
     proc = subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, env=env,
                           cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, f"{form}: exit {proc.returncode}\n{proc.stderr[-4000:]}"
@@ -53,17 +57,24 @@ def _run(tmp_path: Path, run_dir: Path, form: str) -> tuple[dict, int, str]:
 @pytest.fixture(scope="module")
 def answers(sample_logdir, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("script_api")
-    return {form: _run(tmp, sample_logdir / "ddp_gloo", form) for form in ("file", "guarded", "stdin", "dash_c")}
+    forms = ["file", "guarded", "stdin", "dash_c"] + (["ipython"] if importlib.util.find_spec("IPython") else [])
+    return {form: _run(tmp, sample_logdir / "ddp_gloo", form) for form in forms}
 
 
-@pytest.mark.parametrize("form", ["file", "guarded", "stdin", "dash_c"])
+def _answer(answers: dict, form: str) -> tuple:
+    if form not in answers:
+        pytest.skip(f"{form}: not installed here")
+    return answers[form]
+
+
+@pytest.mark.parametrize("form", ["file", "guarded", "stdin", "dash_c", "ipython"])
 def test_the_script_runs_once_and_sees_every_rank(answers, form):
-    answer, runs, stderr = answers[form]
+    answer, runs, stderr = _answer(answers, form)
     assert runs == 1, f"{form}: the script's top level ran {runs} times"
     assert answer["ranks"] == 2
     assert "Traceback" not in stderr and "bootstrapping phase" not in stderr, stderr[-3000:]
 
 
-@pytest.mark.parametrize("form", ["file", "stdin", "dash_c"])
+@pytest.mark.parametrize("form", ["file", "stdin", "dash_c", "ipython"])
 def test_every_form_gives_the_guarded_scripts_answer(answers, form):
-    assert answers[form][0] == answers["guarded"][0]
+    assert _answer(answers, form)[0] == answers["guarded"][0]
