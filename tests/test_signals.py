@@ -1,8 +1,8 @@
-"""A process stopped by SIGTERM or SIGHUP while it builds summaries leaves nothing behind
-(issue 17): ``tb-profiler serve``, ``tb-profiler summarize`` and TensorBoard with the
-plugin, each a real subprocess over a run of many ranks (written here from the sample
-gloo run by benchmarks/make_many_ranks.py), is sent the signal once its summary worker
-processes run; then no process it started is alive, none of multiprocessing's
+"""A process stopped by SIGTERM or SIGHUP (or SIGINT, SIGQUIT, SIGKILL) while it builds
+summaries leaves nothing behind (issue 17): ``tb-profiler serve``, ``tb-profiler
+summarize`` and TensorBoard with the plugin, each a real subprocess over a run of many
+ranks (written here from the sample gloo run by benchmarks/make_many_ranks.py), is sent
+the signal once its summary worker processes run; then no process it started is alive, none of multiprocessing's
 ``/tmp/pymp-*`` folders is left in its private TMPDIR, and it ended as the signal says.
 
 Every process the subprocess starts inherits a marker in its environment, so the check
@@ -104,7 +104,11 @@ def _commands(kind: str, logdir: Path) -> list[str]:
     return [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", "0", "--load_fast", "false"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+# SIGTERM, SIGHUP: handled (the workers stopped, then the process ends by the signal);
+# SIGINT: KeyboardInterrupt; SIGQUIT, SIGKILL (a process manager's last word): no handler
+# runs, the workers see their parent gone and end by themselves
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL],
+                         ids=lambda s: s.name)
 @pytest.mark.parametrize("kind", ["serve", "summarize", "tensorboard"])
 def test_a_stopped_process_leaves_no_process_and_no_pymp_folder(busy_run, tmp_path, kind, signum):
     if kind == "tensorboard":
