@@ -2,8 +2,9 @@
 summaries leaves nothing behind (issue 17): ``tb-profiler serve``, ``tb-profiler
 summarize`` and TensorBoard with the plugin, each a real subprocess over a run of many
 ranks (written here from the sample gloo run by benchmarks/make_many_ranks.py), is sent
-the signal once its summary worker processes run; then no process it started is alive, none of multiprocessing's
-``/tmp/pymp-*`` folders is left in its private TMPDIR, and it ended as the signal says.
+the signal once its summary worker processes run; then no process it started is alive,
+none of multiprocessing's ``/tmp/pymp-*`` folders is left in its private TMPDIR, and it
+ended as the signal says.
 
 Every process the subprocess starts inherits a marker in its environment, so the check
 finds each one through /proc whatever became of its parent (a worker orphaned by its
