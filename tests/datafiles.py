@@ -11,6 +11,8 @@ tmp folder with ``plain_copy``.
 from __future__ import annotations
 
 import gzip
+import importlib.util
+import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -106,3 +108,15 @@ def plain_trace_copies(paths, folder: Path) -> list[Path]:
             name = name[:-len(".json")] + ".pt.trace.json"
         out.append(plain_copy(path, folder / name))
     return out
+
+
+def benchmark_module(name: str):
+    """A script of benchmarks/ (make_many_ranks, make_big_trace) imported as a module, once
+    per session under its own name (its dataclasses, and pickling to the processes it
+    starts, need the name)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TESTS.parent / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -15,11 +15,9 @@ console stays clean. Screenshots go to test-output/screenshots/ranks-*.png (look
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import json
 import re
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,10 +25,10 @@ from urllib.parse import parse_qsl, urlencode, urlparse
 
 import pytest
 from browser_support import API, SCREENSHOTS, get_json, hash_state, serving
+from datafiles import benchmark_module
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
-ROOT = Path(__file__).resolve().parents[1]
 RUN = "ranks16"
 N = 16
 SLOW = 5          # the straggler
@@ -84,11 +82,7 @@ def _rank_trace(rank: int) -> dict:
 
 
 def _make_many_ranks():
-    spec = importlib.util.spec_from_file_location("make_many_ranks", ROOT / "benchmarks" / "make_many_ranks.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_many_ranks", mod)  # its dataclasses need the name
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("make_many_ranks")
 
 
 @pytest.fixture(scope="module")

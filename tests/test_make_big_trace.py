@@ -4,19 +4,14 @@ whose analyses see K times the seed (same per-step numbers, fresh ids, consecuti
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-from datafiles import TENSORLIST_OPS, V100X4
+from datafiles import TENSORLIST_OPS, V100X4, benchmark_module
 
 import tb_profiler
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("make_big_trace", ROOT / "benchmarks" / "make_big_trace.py")
-mbt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mbt)
+mbt = benchmark_module("make_big_trace")
 
 
 def test_copies_multiply_the_seed_and_keep_its_step_numbers(tmp_path):

@@ -4,20 +4,15 @@ carry their own rank, world and process group, move their clocks by the promised
 and form a run whose distributed analysis matches every collective across the N ranks."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 import tb_profiler
+from datafiles import benchmark_module
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("make_many_ranks", ROOT / "benchmarks" / "make_many_ranks.py")
-mmr = importlib.util.module_from_spec(_spec)
-sys.modules["make_many_ranks"] = mmr  # its dataclasses, and pickling to the --jobs processes, need the name
-_spec.loader.exec_module(mmr)
+mmr = benchmark_module("make_many_ranks")
 
 T0 = 5_000_000_000  # µs
 PIDS = (4100, 4101)

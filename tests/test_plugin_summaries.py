@@ -7,10 +7,8 @@ process (werkzeug's test client) with the trace LRU capped so low that it holds 
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,13 +25,10 @@ from tb_profiler.plugin import app as app_mod
 from tb_profiler.plugin import state as state_mod
 from tb_profiler.plugin.app import ProfilerApp
 from tb_profiler.plugin.state import ProfilerState, trace_nbytes
+from datafiles import benchmark_module
 
-ROOT = Path(__file__).resolve().parents[1]
 P = "/data/plugin/pytorch_profiler/"
-_spec = importlib.util.spec_from_file_location("make_many_ranks", ROOT / "benchmarks" / "make_many_ranks.py")
-mmr = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("make_many_ranks", mmr)
-_spec.loader.exec_module(mmr)
+mmr = benchmark_module("make_many_ranks")
 
 RUN_ROUTES = ["views", "distributed/overlap", "distributed/waittime", "distributed/commops", "distributed/gpuinfo",
               "distributed/ranks", "distributed/instances", "distributed/matrix"]

@@ -13,7 +13,6 @@ the forkserver, a pool worker and the resource tracker (85-146 MB each) outlived
 SIGTERM and SIGHUP, with their pymp folders."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -23,8 +22,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from datafiles import benchmark_module
 
-ROOT = Path(__file__).resolve().parents[1]
 WORKER_MARKS = (b"tb_profiler.summary.worker", b"multiprocessing")  # ours; multiprocessing's before
 BOUND_S = 60.0  # how long a check waits for something to happen (a bound, not a timing claim)
 
@@ -34,10 +33,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason=
 @pytest.fixture(scope="module")
 def busy_run(sample_logdir, tmp_path_factory) -> Path:
     """12 ranks of ~8 MB (the sample gloo ranks repeated): seconds of summarizing."""
-    spec = importlib.util.spec_from_file_location("make_many_ranks", ROOT / "benchmarks" / "make_many_ranks.py")
-    mmr = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_many_ranks", mmr)
-    spec.loader.exec_module(mmr)
+    mmr = benchmark_module("make_many_ranks")
     logdir = tmp_path_factory.mktemp("busy")
     mmr.generate(logdir / "ranks", 12, 8 << 20, source=sample_logdir / "ddp_gloo", jitter_us=5, seed=1)
     return logdir

@@ -12,6 +12,7 @@ from test_summary import FACTS, assert_same_summary
 
 import tb_profiler
 from tb_profiler.summary import SummaryWarning, TraceSummary, ingest, summarize_files
+from datafiles import benchmark_module
 
 
 @pytest.fixture(scope="module")
@@ -98,19 +99,11 @@ def test_dask_gives_the_local_pool_summaries_of_a_64_rank_run(sample_logdir, tmp
     the local pool of 2 processes and by a LocalCluster of 2 worker processes give the
     same summaries, rank by rank, and the same cross-rank analysis."""
     distributed = pytest.importorskip("distributed")
-    import importlib.util
-    import sys
-    from pathlib import Path
-
     from test_summary import assert_same_result
 
     from tb_profiler.analysis.distributed import distributed_from_summaries
 
-    spec = importlib.util.spec_from_file_location(
-        "make_many_ranks", Path(__file__).resolve().parents[1] / "benchmarks" / "make_many_ranks.py")
-    mmr = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_many_ranks", mmr)
-    spec.loader.exec_module(mmr)
+    mmr = benchmark_module("make_many_ranks")
     mmr.generate(tmp_path / "r64", 64, 0, source=sample_logdir / "ddp_gloo", jitter_us=5, seed=2)
     files = sorted(str(p) for p in (tmp_path / "r64").glob("*.pt.trace.json"))
     assert len(files) == 64

@@ -44,7 +44,6 @@ from tb_profiler.analysis.range_stats import track_nesting
 from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.stored import per_trace_stored
 from tb_profiler.analysis.steps import valid_times
-from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.plugin.timeline_lod import LodIndex
 from tb_profiler.plugin.timeline_lod import build as lod_build
 from tb_profiler.plugin.timeline_lod import concat_ranges as _ranges
