@@ -144,6 +144,11 @@ def test_a_zero_dim_tensor_is_one_element_not_a_scalar(tmp_path):
     assert flops_from_shapes("aten::mul", [[], []]) == (0, 0)  # no types: [] cannot be told from a scalar
     assert flops_from_shapes("aten::add", [[], [], []], types=["c10::BFloat16", "Tensor(float)", "Scalar"]) == (1, 1)
     assert flops_from_shapes("aten::add", [[4, 4], [], []], types=["float", "float", "Scalar"]) == (16, 16)
+    # integer tensors do no floating-point work: BatchNorm's num_batches_tracked += 1, as the
+    # V100 trace records it ([[], [], []] / ["long int", "long int", "Int"]), and bool masks
+    assert flops_from_shapes("aten::add", [[], [], []], types=["long int", "long int", "Int"]) == (0, 0)
+    assert flops_from_shapes("aten::mul", [[4, 4], [4, 4]], types=["bool", "bool"]) == (0, 0)
+    assert flops_from_shapes("aten::mul", [[4, 4], []], types=["long int", "float"]) == (16, 16)
     ev = [_x("cpu_op", "aten::mul", 0, 50, **{"Input Dims": [[], []], "Input type": ["float", "float"]}),
           _x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1), _kernel("mul_k", 20, 10, 1),
           _x("cpu_op", "aten::add", 100, 50, **{"Input Dims": [[4, 4], [], []],

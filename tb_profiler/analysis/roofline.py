@@ -70,6 +70,15 @@ def _is_tensor_type(type_name) -> bool:
     return isinstance(type_name, str) and (type_name.startswith(("c10::", "Tensor")) or type_name[:1].islower())
 
 
+def _integer_only(types) -> bool:
+    """Whether an op's "Input type" list names tensors and all of them hold integers or
+    bools (long int, int, bool: no roofline data type), so it does no floating-point work."""
+    if not isinstance(types, list):
+        return False
+    tensor_types = [t for t in types if _is_tensor_type(t) and not t.startswith("Tensor")]
+    return bool(tensor_types) and all(dtype_of(t) is None for t in tensor_types)
+
+
 def _tensors(shapes: list, types: list | None = None) -> list[list[int]]:
     """The tensor inputs' shapes.  ``[]`` is a scalar argument (a Python number: 1.0, alpha)
     unless its "Input type" (``types``, beside ``shapes``) is a tensor's: then it is a 0-dim
@@ -84,7 +93,10 @@ def flops_from_shapes(name: str, shapes: list, concrete: list | None = None,
     """(FLOPs, output elements) of one call from its input shapes (and concrete inputs for a
     convolution's stride, padding, dilation and groups; ``types``: the "Input type" list,
     which tells a 0-dim tensor from a scalar); (0, 0) when the op is not one whose count is
-    standard or the shapes do not say."""
+    standard or the shapes do not say, and when its tensors are all integer or bool (no
+    floating-point operation: BatchNorm's ``num_batches_tracked += 1`` on a 0-dim long)."""
+    if _integer_only(types):
+        return 0, 0
     try:
         if name in _MATMUL:
             a, b = (shapes[i] for i in _MATMUL[name])
