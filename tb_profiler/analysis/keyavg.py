@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_profiler.analysis.communication import async_ranges
+from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.operators import CALL_ROLES, TORCH_HIDDEN_NAMES, CallTree, build_call_tree, input_shapes
@@ -285,9 +286,9 @@ def key_averages(trace, group_by_input_shape: bool = False, group_by_stack_n: in
 
 
 def _average(pd, r: _Rows, keys: list[np.ndarray], extra: dict):
-    """Group rows by keys (rows in torch's event order) and sum torch's columns."""
-    _, first, inv = np.unique(np.stack(keys, axis=1), axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
+    """Group rows by keys (rows in torch's event order) and sum torch's columns; groups
+    come in the order of their first row (key_averages' dict order)."""
+    inv, first = factorize(*keys)
     m = len(first)
     v = r.values
 
@@ -309,7 +310,7 @@ def _average(pd, r: _Rows, keys: list[np.ndarray], extra: dict):
     for col, name in (("cpu_mem", "cpu_memory_usage"), ("self_cpu_mem", "self_cpu_memory_usage"),
                       ("dev_mem", "device_memory_usage"), ("self_dev_mem", "self_device_memory_usage")):
         data[name] = total_int(v[col])
-    return pd.DataFrame(data).iloc[np.argsort(first, kind="stable")].reset_index(drop=True)
+    return pd.DataFrame(data)
 
 
 def table(trace, sort_by: str | None = "self_cpu_time_total", row_limit: int = 10,
