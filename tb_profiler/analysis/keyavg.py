@@ -57,6 +57,9 @@ _DEVICE_ALIASES = ("cuda", "xpu", "privateuse1", "mtia", "hpu")
 _CPU_MEMORY = (0, 2, 5)           # CPU, MKLDNN, IDEEP
 _DEVICE_MEMORY = (1, 20, 6, 12)   # CUDA, PrivateUse1, HIP, XPU
 MEMORY_ROW, OOM_ROW = "[memory]", "[OutOfMemory]"
+# what a row is (_Rows.part): a host event of the tree, an async range, a device event, a
+# memory record inside no host event (or an OOM record)
+HOST, ASYNC, DEVICE, MEMORY = 0, 1, 2, 3
 
 
 @per_trace
@@ -210,7 +213,7 @@ class _Rows:
         mem = _memory(trace)
         n_free = len(mem["rows_ts"])
         event_rows = np.concatenate([host, asynchronous, device])
-        part = np.repeat(np.arange(4), [len(host), len(asynchronous), len(device), n_free])
+        part = np.repeat([HOST, ASYNC, DEVICE, MEMORY], [len(host), len(asynchronous), len(device), n_free])
         t0 = _start_ns(trace)
         dur = np.where(ev["dur"][event_rows] == MISSING_INT, 0, ev["dur"][event_rows])
         start = np.concatenate([(ev["ts"][event_rows] - t0) / 1000.0, (mem["rows_ts"] - t0) / 1000.0])
@@ -218,25 +221,24 @@ class _Rows:
         elapsed = end - start
         m = len(part)
         v = {k: np.zeros(m) for k in ("self_cpu", "self_dev", "dev")}
-        v["cpu"] = np.where(part <= 1, elapsed, 0.0)
-        is_host = part == 0
+        v["cpu"] = np.where((part == HOST) | (part == ASYNC), elapsed, 0.0)
+        is_host = part == HOST
         v["self_cpu"][is_host] = _self_cpu(trace, tree, host, elapsed[is_host])
         v["self_dev"][is_host] = tree.device_self[host] / 1000.0
         v["dev"][is_host] = tree.device_total[host] / 1000.0
-        v["self_dev"][part == 2] = v["dev"][part == 2] = elapsed[part == 2]
+        v["self_dev"][part == DEVICE] = v["dev"][part == DEVICE] = elapsed[part == DEVICE]
         for col, src, rows_col in (("cpu_mem", "cpu", "rows_cpu"), ("dev_mem", "device", "rows_dev")):
             usage = mem[src]
             v[col] = np.concatenate([usage[event_rows], mem[rows_col]])
-            v[col][part == 2] = 0
+            v[col][part == DEVICE] = 0
             v["self_" + col] = v[col].copy()
             v["self_" + col][is_host] = _self_memory(tree, host, usage)
-            v["self_" + col][(part == 1) | (part == 2)] = 0
+            v["self_" + col][(part == ASYNC) | (part == DEVICE)] = 0
         names, name_text = _torch_names(trace, ev["name"][event_rows])
         free_names = np.where(mem["rows_oom"], len(name_text) + 1, len(name_text))
         self.name_text = np.concatenate([name_text, np.array([MEMORY_ROW, OOM_ROW], dtype=object)])
         ua = (ev["kind"] == Kind.USER_ANNOTATION) | (ev["kind"] == Kind.GPU_USER_ANNOTATION)
         order = np.lexsort((-elapsed, start))
-        self.order = order
         self.event_rows = np.concatenate([event_rows, np.full(n_free, NO_ROW)])[order]
         self.part = part[order]
         self.name = np.concatenate([names, free_names])[order]
@@ -259,7 +261,7 @@ def key_averages(trace, group_by_input_shape: bool = False, group_by_stack_n: in
     extra_cols = (["input_shapes"] if group_by_input_shape else []) + (["stack"] if group_by_stack_n else [])
     if not len(r.part):
         return pd.DataFrame({c: [] for c in ["name", *extra_cols, *COLUMNS]})
-    keys = [r.name, (r.part == 2).astype(np.int64), r.ua.astype(np.int64)]
+    keys = [r.name, (r.part == DEVICE).astype(np.int64), r.ua.astype(np.int64)]
     extra: dict[str, np.ndarray] = {}
     is_event = r.event_rows >= 0
     if group_by_input_shape:
@@ -303,7 +305,7 @@ def _average(pd, r: _Rows, keys: list[np.ndarray], extra: dict):
     count = np.bincount(inv, minlength=m)
     cpu, dev = total(v["cpu"]), total(v["dev"])
     data = {"name": r.name_text[r.name[first]], **{k: a[first] for k, a in extra.items()},
-            "device": r.part[first] == 2, "user_annotation": r.ua[first], "is_async": r.part[first] == 1,
+            "device": r.part[first] == DEVICE, "user_annotation": r.ua[first], "is_async": r.part[first] == ASYNC,
             "count": count, "self_cpu_time_total": total(v["self_cpu"]), "cpu_time_total": cpu,
             "cpu_time": cpu / count, "self_device_time_total": total(v["self_dev"]), "device_time_total": dev,
             "device_time": dev / count}
