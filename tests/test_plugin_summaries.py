@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from werkzeug.test import Client
 
@@ -388,6 +389,18 @@ def test_matrix_route_attributes_two_member_groups_only(many, stored, tmp_path, 
     assert empty["ranks"] == [] and empty["bytes"] == [] and "no point-to-point" in empty["notes"][0]
 
 
+def _longest_collective_ns(run_dir: Path) -> int:
+    """The longest gloo:* range of the run's traces (ns)."""
+    longest = 0
+    for path in run_dir.glob("*.pt.trace.json*"):
+        t = tb_profiler.load(str(path), cache=False)
+        names = t.str(t.events["name"])
+        gloo = np.array([isinstance(n, str) and n.startswith("gloo:") for n in names], bool)
+        if gloo.any():
+            longest = max(longest, int(t.events["dur"][gloo].max()))
+    return longest
+
+
 def test_trace_ranks_aligns_a_shifted_clock_and_is_bounded(sample_logdir, tmp_path, serve):
     """Rank 1's clock is 5 ms late (make_many_ranks --skew-rank 1 --skew-us 5000); rank 3 is
     the same real trace on time. Aligned by the cross-rank analysis' clock, their steps
@@ -397,7 +410,10 @@ def test_trace_ranks_aligns_a_shifted_clock_and_is_bounded(sample_logdir, tmp_pa
     _app, c = serve(tmp_path / "log")
     clock = {r["worker"]: r for r in settle(c, "distributed/ranks?run=skew")["ranks"]}
     assert clock["rank1"]["clock_method"] == "collectives" and clock["rank3"]["clock_offset_ns"] == 0
-    assert -5_000_000 - 1_000_000 < clock["rank1"]["clock_offset_ns"] < -5_000_000 + 1_000_000
+    # the collectives pin the shift to within their own durations (analysis/clock.py): the
+    # sample's gloo ranges are ~0.4 ms, but on a busy machine one can last several ms
+    slack = max(1_000_000, _longest_collective_ns(sample_logdir / "ddp_gloo"))
+    assert -5_000_000 - slack < clock["rank1"]["clock_offset_ns"] < -5_000_000 + slack
     doc = settle(c, "trace/ranks?run=skew&workers=rank1,rank3&width=400&max_events=100&max_flows=10")
     parts = {w["worker"]: w for w in doc["workers"]}
     assert parts["rank1"]["clock_offset_ns"] == clock["rank1"]["clock_offset_ns"]
@@ -412,7 +428,7 @@ def test_trace_ranks_aligns_a_shifted_clock_and_is_bounded(sample_logdir, tmp_pa
         return min(e["ts_ns"] for e in doc["events"] if e["track"] in tracks and e["name"].startswith("ProfilerStep#"))
 
     aligned = first_step("rank1") - first_step("rank3")
-    assert abs(aligned) < 1_000_000  # 5 ms apart as written
+    assert abs(aligned) < slack  # 5 ms apart as written
     own = settle(c, "trace?run=skew&worker=rank1&width=400&max_events=100")
     step = min(e["ts_ns"] for e in own["events"] if e["name"].startswith("ProfilerStep#"))
     assert first_step("rank1") == step + parts["rank1"]["offset_ns"]
