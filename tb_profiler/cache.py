@@ -246,7 +246,7 @@ def _args_from(spec: dict, arrays: CheckedArrays, key: CacheKey):
     """The args text as the header says it is stored (see the module docstring)."""
     mode = spec.get("mode")
     if mode == "file":
-        text = FileArgs.open(key.source, key.size, key.mtime if isinstance(key.mtime, int) else None)
+        text = FileArgs.open(key.source, key.size, key.mtime)
         if text is None:  # the trace file changed under the key just checked: rebuild
             raise _Invalid("args file")
         return text

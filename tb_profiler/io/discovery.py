@@ -39,7 +39,7 @@ import re
 import stat as _stat
 from dataclasses import dataclass, field
 
-from tb_profiler.io.read import INFLATE_ERRORS, LINK_LOOP, is_link_loop, is_url, read_head, remote_tag
+from tb_profiler.io.read import INFLATE_ERRORS, LINK_LOOP, is_link_loop, is_url, local_tag, read_head, remote_identity
 
 __all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "Sniff", "SpanFile",
            "classify_head", "discover", "natural_key", "parse_trace_name", "sniff", "worker_name"]
@@ -58,7 +58,7 @@ class SpanFile:
     path: str         # absolute local path, or the full fsspec URL
     size: int
     mtime: float      # seconds since the epoch; 0.0 where a filesystem reports none
-    tag: str = ""     # a store's content tag (S3's ETag, ...; io.read.remote_tag), '' for local files
+    tag: str = ""     # what changes with the content (io.read.stat_key): inode and ctime locally, a store's ETag
 
 
 @dataclass
@@ -135,8 +135,11 @@ def sniff(path: str, size: int, mtime: float, tag: str = "") -> Sniff:
     """Whether the file at path is a Kineto trace, from at most SNIFF_BYTES of its text.
 
     Keyed by (path, size, mtime, content tag) so the watcher re-reads a file only when it
-    changed (an object store's mtime has whole seconds: its tag tells a rewrite within the
-    second); a read error raises (OSError, io.read.INFLATE_ERRORS) and is not remembered.
+    changed, a rewrite that kept size and mtime included (``cp -p``, a restore; an object
+    store's mtime has whole seconds): the tag is the local inode and ctime
+    (``io.read.local_tag``), a store's ETag or version, or a digest of the object's head
+    and tail (``io.read.remote_identity``).  A read error raises (OSError,
+    io.read.INFLATE_ERRORS) and is not remembered.
     """
     return classify_head(read_head(path, SNIFF_BYTES))
 
@@ -384,7 +387,7 @@ def _walk_local(logdir: str, c: _Collector) -> None:
                 elif not os.access(entry.path, os.R_OK):
                     c.skip(entry.path, UNREADABLE)
                 else:
-                    c.file(rel, folder, name, entry.path, st.st_size, st.st_mtime)
+                    c.file(rel, folder, name, entry.path, st.st_size, st.st_mtime, local_tag(st))
             except OSError as e:
                 if candidate:
                     c.skip(entry.path, f"cannot be read: {e.strerror or e}")
@@ -438,7 +441,20 @@ def _walk_fsspec(url: str, c: _Collector) -> None:
             continue
         rel = "/".join(parts[:-1])
         folder = fs.unstrip_protocol(f"{prefix}{rel}" if rel else root)
-        c.file(rel, folder, name, full, int(info.get("size") or 0), _mtime(info), remote_tag(info))
+        c.file(rel, folder, name, full, int(info.get("size") or 0), _mtime(info), _identity(fs, path, info))
+
+
+def _identity(fs, path: str, info: dict) -> str:
+    """The object's content tag, or a digest of its head and tail where the store has none
+    (io.read.remote_identity), for the candidates only (a trace or JSON name); '' when that
+    cannot be read (loading it says why)."""
+    name = path.rsplit("/", 1)[-1]
+    if not (_looks_like_trace(name) or _is_json(name)):
+        return ""
+    try:
+        return remote_identity(fs, path, info)
+    except Exception:  # noqa: BLE001 - a store's own error; the load reports it
+        return ""
 
 
 def _forget_listings(fs, root: str) -> None:

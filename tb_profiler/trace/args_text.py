@@ -58,34 +58,51 @@ class FileArgs:
     def __init__(self, fd: int, size: int):
         self._fd = fd
         self._size = size
+        self._closing = threading.Lock()
 
     @classmethod
-    def open(cls, path: str, size: int, mtime_ns: int | None = None) -> "FileArgs | None":
-        """The file's args text if the file is still the version (size, mtime) the
-        offsets were taken from, else None."""
-        from tb_profiler.io.read import open_regular
+    def open(cls, path: str, size: int, stamp: int | str | None = None) -> "FileArgs | None":
+        """The file's args text if the file is still the version (size, and
+        ``io.read.stat_key``'s stamp) the offsets were taken from, else None."""
+        from tb_profiler.io.read import local_stamp, open_regular
 
         try:
             f = open_regular(path)
         except OSError:
             return None
         st = os.fstat(f.fileno())
-        if st.st_size != size or (mtime_ns is not None and st.st_mtime_ns != mtime_ns):
+        if st.st_size != size or (stamp is not None and local_stamp(st) != stamp):
             f.close()
             return None
         fd = os.dup(f.fileno())
         f.close()
         return cls(fd, size)
 
+    def close(self) -> None:
+        """Let the file go now (its disk space comes back once deleted); reads answer b""
+        from then on.  Why not wait for the garbage collector: a server holds a trace of a
+        deleted file as long as anything refers to it (plugin.state closes it when
+        discovery sees the file gone)."""
+        with self._closing:
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def __len__(self) -> int:
         return self._size
 
     def __getitem__(self, key) -> bytes:
         start, stop = _slice_bounds(key, self._size)
-        try:
-            return os.pread(self._fd, stop - start, start)
-        except OSError:
-            return b""
+        with self._closing:  # never a read of a descriptor closed (and its number reused) meanwhile
+            if self._fd < 0:
+                return b""
+            try:
+                return os.pread(self._fd, stop - start, start)
+            except OSError:
+                return b""
 
     def __bytes__(self) -> bytes:
         return self[0:self._size]
@@ -95,7 +112,7 @@ class FileArgs:
 
     def __del__(self):
         try:
-            os.close(self._fd)
+            self.close()
         except (OSError, AttributeError, TypeError):
             pass
 
