@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover
     _crc32 = zlib.crc32
 
 __all__ = ["CacheKey", "CheckedArrays", "Entry", "EntryInfo", "cache_dir", "clear", "entries", "entry_chunks", "entry_from_buffer",
-           "entry_name", "entry_path", "read_entry", "write_entry", "CacheWarning"]
+           "entry_name", "entry_path", "entry_source", "read_entry", "write_entry", "CacheWarning"]
 
 MAGIC = b"TBPCACHE"
 FORMAT = 2  # 2: args as zstd blocks or in the trace file; CRCs checked on first read
@@ -306,13 +306,13 @@ def entries(folder: str | os.PathLike | None = None) -> list[EntryInfo]:
                 st = os.stat(path)
             except OSError:
                 continue
-            source = _entry_source(path)
+            source = entry_source(path)
             gone = source is None or ("://" not in source and not os.path.exists(source))
             out.append(EntryInfo(path, source, kind, st.st_size, st.st_atime, gone))
     return sorted(out, key=lambda e: e.atime)
 
 
-def _entry_source(path: str) -> str | None:
+def entry_source(path: str) -> str | None:
     """The source an entry's header names (the header only is read), None if not an entry."""
     try:
         with open_regular(path) as f:
@@ -345,8 +345,9 @@ def clear(folder: str | os.PathLike | None = None, orphans_only: bool = False) -
 # -- writing ----------------------------------------------------------------------------
 def write_entry(path: str, key: CacheKey, arrays: Mapping[str, np.ndarray], strings, args_blob, meta: dict) -> bool:
     """Write an entry atomically (temp file + rename), first making room for it under the
-    cache's cap (tb_profiler.cache_limit); False without writing when it alone is over the
-    cap.  On any OS error: warn, return False."""
+    cache's cap (tb_profiler.cache_limit: from its picture of the folder, so a write costs
+    the same however many entries there are); False without writing when it alone is over
+    the cap.  On any OS error: warn, return False."""
     folder = os.path.dirname(path) or "."
     tmp = None
     from tb_profiler import cache_limit  # it lists entries with this module: imported late
@@ -357,13 +358,14 @@ def write_entry(path: str, key: CacheKey, arrays: Mapping[str, np.ndarray], stri
         if not cache_limit.would_fit(folder, nbytes):  # bigger than the whole cap (or the cap is 0)
             return False
         os.makedirs(folder, exist_ok=True)
-        cache_limit.enforce(folder, incoming=nbytes, keep=(path,))
+        cache_limit.make_room(folder, incoming=nbytes, keep=(path,))
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".tbpc", dir=folder)
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
         os.replace(tmp, path)
         tmp = None
+        cache_limit.written(path, key.source)
         return True
     except (OSError, TypeError, ValueError) as e:
         warnings.warn(f"tb_profiler: trace cache disabled for this load ({path}: {e})", CacheWarning, stacklevel=3)

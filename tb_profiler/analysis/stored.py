@@ -7,7 +7,8 @@ trace); computing it again on every open would make a reopen as slow as the firs
 ``per_trace_stored`` memoizes like ``memo.per_trace`` and, when the trace came through the
 cache (``Trace.cache_ref``), first reads the result from its own entry (a cache entry
 keyed like the trace's plus the part's name and version: same checks, same eviction), else
-computes it and writes that entry in a thread.
+computes it and queues that entry for the process's one cache writer
+(``tb_profiler.cache_writer``).
 
 A stored result is a dict of arrays plus JSON-able meta; the decorated function's
 ``dump``/``load`` convert.  A part's key holds ``code_version()`` (a digest of the
@@ -30,6 +31,7 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from tb_profiler import cache as _cache
+from tb_profiler import cache_writer as _writer
 from tb_profiler.analysis.memo import _CACHE
 
 T = TypeVar("T")
@@ -122,7 +124,7 @@ def read_bytes(trace, part: str) -> bytes | None:
 
 
 def write_bytes_later(trace, part: str, data: bytes) -> None:
-    """Keep data for this trace under part (written by a thread; nothing without a cache)."""
+    """Keep data for this trace under part (written by the cache writer; nothing without a cache)."""
     _write_later(trace, part, lambda d: ({"bytes": np.frombuffer(d, np.uint8)}, {}), data)
 
 
@@ -135,5 +137,4 @@ def _write_later(trace, part: str, dump: Dump, value) -> None:
     except (TypeError, ValueError):  # nothing storable: it stays in memory only
         logger.debug("tb_profiler: %s not stored", part, exc_info=True)
         return
-    threading.Thread(target=_cache.write_entry, args=(where[0], where[1], arrays, [], b"", meta),
-                     name=f"tb_profiler-store-{part}").start()
+    _writer.later(lambda: _cache.write_entry(where[0], where[1], arrays, [], b"", meta))

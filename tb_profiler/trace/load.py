@@ -4,10 +4,12 @@ Why here and not in cache.py: the cache only stores arrays; this module decides 
 valid key is (source identity, file size/mtime, decoder and model versions) and keeps
 the load working whatever the cache does.
 
-A fresh decode returns as soon as the tables are built; the cache entry is written by a
-thread meanwhile (the first view need not wait for it), and when it is written the
-trace moves onto it (``Trace.adopt``: its arrays memory-mapped from the entry instead of
-anonymous memory).  A later load of the same file in this process waits for that write.
+A fresh decode returns as soon as the tables are built; the cache entry is written
+meanwhile by the process's one cache writer (``tb_profiler.cache_writer``: a queue, one
+thread, so a logdir of thousands of files never has thousands of writers), and when it
+is written the trace moves onto it (``Trace.adopt``: its arrays memory-mapped from the
+entry instead of anonymous memory).  A later load of the same file in this process
+waits for that write.
 A plain local JSON trace is decoded from a read-only map of the file (no copy), and its
 args text stays in the file (read on demand), so neither memory nor the entry holds it.
 """
@@ -19,6 +21,7 @@ import time
 from typing import Callable
 
 from tb_profiler import cache as _cache
+from tb_profiler import cache_writer as _writer
 from tb_profiler import (
     decode as _decode,  # attribute lookups at call time: tests swap in tripwires
 )
@@ -30,8 +33,6 @@ from tb_profiler.trace.model import Trace
 
 Progress = Callable[[int, int], None]
 _PROGRESS_EVERY_S = 0.25
-_writers: dict[str, threading.Thread] = {}   # entry file -> the thread writing it now
-_writers_lock = threading.Lock()
 
 
 def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
@@ -47,8 +48,8 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
         decoded) with the work done so far and in all, in bytes: the JSON text decoded; for
         a gzip file first inflated (then total is twice the text); for a URL first
         downloaded (its bytes: the text, or the gzip inflated next).
-    background: write the cache entry in a thread (``Trace.cache_path`` waits for it);
-        False writes it before returning.
+    background: write the cache entry on the cache writer's thread (``Trace.cache_path``
+        waits for it); False writes it before returning.
     Raises TraceFormatError for an unreadable, malformed or too big file, and when memory
     runs out while decoding it.
     """
@@ -60,7 +61,7 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
             size, mtime = stat_key(path)
             key = _cache.CacheKey(source, size, mtime, str(_decode.DECODER_VERSION), MODEL_VERSION)
             entry_file = _cache.entry_path(source, cache_dir)
-            _wait_written(entry_file)
+            _writer.wait_for(entry_file)
             healer = _Healer(path, source, max_bytes, entry_file, key)
             hit = _cache.read_entry(entry_file, key, on_damage=healer.arrays)
         except (OSError, ValueError):  # read_trace_bytes reports the real problem
@@ -189,11 +190,7 @@ def _write_entry(trace: Trace, entry_file: str, key: _cache.CacheKey, background
     if not background:
         write()
         return
-    thread = threading.Thread(target=_run_writer, args=(entry_file, write), name="tb_profiler-cache-write")
-    with _writers_lock:
-        _writers[entry_file] = thread
-    trace._writer = thread
-    thread.start()
+    trace._writer = _writer.later(write, key=entry_file)
 
 
 def _give_back_freed_memory() -> None:
@@ -213,23 +210,6 @@ def _give_back_freed_memory() -> None:
 
 
 _malloc_trim = None
-
-
-def _run_writer(entry_file: str, write) -> None:
-    try:
-        write()
-    finally:
-        with _writers_lock:
-            if _writers.get(entry_file) is threading.current_thread():
-                del _writers[entry_file]
-
-
-def _wait_written(entry_file: str) -> None:
-    """Wait for this process's write of that entry, if one is running."""
-    with _writers_lock:
-        thread = _writers.get(entry_file)
-    if thread is not None and thread is not threading.current_thread():
-        thread.join()
 
 
 class _Healer:
