@@ -33,7 +33,7 @@ def assert_secure(headers) -> None:
 def logdir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("hardening") / "log"
     (d / RUN).mkdir(parents=True)
-    shutil.copy(TENSORLIST_OPS, d / RUN / "w0.pt.trace.json.gz")
+    shutil.copy2(TENSORLIST_OPS, d / RUN / "w0.pt.trace.json.gz")  # its old mtime: trace/raw serves it at once
     return d
 
 

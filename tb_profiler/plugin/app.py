@@ -36,7 +36,7 @@ from werkzeug.wrappers import Request, Response
 
 from tb_profiler.analysis import stored
 from tb_profiler.io.discovery import natural_key
-from tb_profiler.plugin import ROUTE_PREFIX, static, views
+from tb_profiler.plugin import ROUTE_PREFIX, raw, static, views
 from tb_profiler.plugin.state import FAILED, LOADED, S_FAILED, FileEntry, LoadFailed, ProfilerState
 
 logger = logging.getLogger("tb_profiler.plugin")
@@ -296,8 +296,39 @@ class HostPolicy:
         if name in self.names or any(name.endswith(s) for s in self.suffixes):
             return True
         if _is_ip(name):
-            return self.any_ip or ipaddress.ip_address(name).is_loopback
+            return self.any_ip or _loopback(name)
         return False
+
+    def allows_origin(self, origin: str | None, host: str | None) -> bool:
+        """Whether a request's Origin header is this server's own: absent (the browser sends
+        none on a same-origin GET), the same host and port as the Host header, or a name
+        given to answer to (a proxy's); "null" (a sandboxed frame, a file) and any other
+        page's origin are foreign, a loopback one on another port included."""
+        if origin is None:
+            return True
+        scheme, sep, netloc = origin.strip().lower().partition("://")
+        if not sep or scheme not in ("http", "https") or "/" in netloc:
+            return False
+        if _netloc(netloc, scheme) == _netloc((host or "").lower(), scheme):
+            return True
+        name = host_name(netloc)
+        return name is not None and (self.any_host or name in self.names - LOOPBACK_NAMES
+                                     or any(name.endswith(s) for s in self.suffixes))
+
+
+def _loopback(name: str) -> bool:
+    """A loopback address, an IPv4-mapped one included ([::ffff:127.0.0.1], which some
+    clients send for 127.0.0.1 and Python's is_loopback does not recognise)."""
+    ip = ipaddress.ip_address(name)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+def _netloc(netloc: str, scheme: str) -> str:
+    """host:port with the scheme's default port written out."""
+    if netloc.endswith("]") or ":" not in netloc.rsplit("]", 1)[-1]:
+        return f"{netloc}:{443 if scheme == 'https' else 80}"
+    return netloc
 
 
 # -- the query parameters each route reads -------------------------------------------------
@@ -396,6 +427,7 @@ class ProfilerApp:
                 raise ApiError(403, f"this server does not answer to the Host {shown} (a page on another site "
                                     f"must not read it: DNS rebinding); a proxy's name can be allowed with "
                                     f"{self.hosts.hint}")
+            self._refuse_cross_site(environ, host, request.path)
             response = self.dispatch(request)
         except ApiError as exc:
             response = self.error(exc.status, exc.message)
@@ -407,6 +439,21 @@ class ProfilerApp:
         for name, value in SECURITY_HEADERS:
             response.headers[name] = value
         return response(environ, start_response)
+
+    def _refuse_cross_site(self, environ, host: str | None, path: str) -> None:
+        """403 for what another site's page makes the browser ask (blind GETs that cost a
+        load or an analysis): a foreign Origin, or Sec-Fetch-Site cross-site on anything
+        but a navigation to the page itself (a link to the app from anywhere still opens it;
+        the page's own requests are same-origin, under TensorBoard and in VS Code too)."""
+        origin = environ.get("HTTP_ORIGIN")
+        if not self.hosts.allows_origin(origin, host):
+            raise ApiError(403, f"requests from another site's page are refused (Origin {ascii(origin[:100])}); "
+                                f"a proxy's name can be allowed with {self.hosts.hint}")
+        site = environ.get("HTTP_SEC_FETCH_SITE", "").lower()
+        page = ROUTE_PREFIX not in path and environ.get("HTTP_SEC_FETCH_MODE", "").lower() == "navigate"
+        if site == "cross-site" and not page:
+            raise ApiError(403, "requests from another site's page are refused (Sec-Fetch-Site: cross-site); "
+                                "open the app itself")
 
     def dispatch(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
@@ -834,16 +881,17 @@ class ProfilerApp:
         if not gz:
             name += ".gz"
 
+        try:  # one version of the file, never a torn one (plugin/raw.py)
+            blocks = raw.stable_chunks(entry.path)
+        except raw.FileChanging as exc:
+            raise ApiError(409, f"the trace file is being written: try again in a moment ({exc})") from None
+
         def chunks():
-            with _open_binary(entry.path) as f:
-                comp = None if gz else zlib.compressobj(1, zlib.DEFLATED, 31)
-                while True:
-                    block = f.read(1 << 20)
-                    if not block:
-                        break
-                    yield block if comp is None else comp.compress(block)
-                if comp is not None:
-                    yield comp.flush()
+            comp = None if gz else zlib.compressobj(1, zlib.DEFLATED, 31)
+            for block in blocks:
+                yield block if comp is None else comp.compress(block)
+            if comp is not None:
+                yield comp.flush()
 
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
         return Response(chunks(), content_type="application/gzip", direct_passthrough=True,
@@ -1019,12 +1067,3 @@ class ProfilerApp:
             data = f.read()
         return Response(data, content_type=ctype, headers=headers)
 
-
-def _open_binary(path: str):
-    from tb_profiler.io.read import is_url
-
-    if is_url(path):
-        import fsspec
-
-        return fsspec.open(path, "rb").open()
-    return open(path[len("file://"):] if path.startswith("file://") else path, "rb")

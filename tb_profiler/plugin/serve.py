@@ -44,8 +44,8 @@ def _handler_class():
         messages that matter (as TensorBoard, which logs none). Every reply it sends carries
         the app's security headers, those werkzeug and http.server make themselves too (a
         414 for a request line over 64 KiB, 431 for too many headers, 400 for a malformed
-        request line, werkzeug's 500 when the app fails), and their errors are JSON as the
-        app's are."""
+        request line, 505 for HTTP/0.9, werkzeug's 500 when the app fails), and their errors
+        are JSON as the app's are."""
 
         def log_request(self, code: Any = "-", size: Any = "-") -> None:
             if str(getattr(code, "value", code)).isdigit() and int(getattr(code, "value", code)) >= 400:
@@ -69,6 +69,16 @@ def _handler_class():
                         super().send_header(name, value)
                 self._tb_headers_sent = None
             super().end_headers()
+
+        def parse_request(self) -> bool:
+            """An HTTP/0.9 request (``GET /``, no version) is answered 505 with a status line
+            and headers: a 0.9 answer is a bare body, which carries no security header."""
+            if not super().parse_request():
+                return False
+            if self.request_version == "HTTP/0.9":
+                self.send_error(505, "HTTP/0.9 is not supported: send HTTP/1.0 or 1.1")
+                return False
+            return True
 
         def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
             short = self.responses.get(code, ("Error", ""))[0]
