@@ -3,11 +3,14 @@ each file's summary, and the parsed traces kept in memory.
 
 - A discovery thread calls ``discover(logdir)`` every ``reload_s`` seconds (listing and
   stat only), so new runs and new files of existing runs appear without a restart, and
-  a rewritten file (new size or mtime) is loaded again.
-- Runs of one worker: loader threads parse every file in the background (first run
-  first, latest span first), through the on-disk cache, so broken files are found and
-  listed with their reason early and the first run answers before the others have
-  loaded. A request that needs a file jumps the queue.
+  a rewritten file is loaded again: a new size or mtime, or the same ones with another
+  inode or ctime (``cp -p``, a restore) or, on an object store, another ETag (a file's
+  ``key``, which every cache of the server follows).  A file gone is released
+  (plugin.loading: its trace and its open file go at once).
+- Runs of one worker: a fixed pool of loader threads parses every file in the background
+  (first run first, latest span first; plugin.loading), through the on-disk cache, so
+  broken files are found and listed with their reason early and the first run answers
+  before the others have loaded. A request that needs a file jumps the queue.
 - Runs of several workers (64 to 4,096 ranks of up to GBs each) never go into memory as
   a whole: a summary thread gets each file's TraceSummary (tb_profiler.summary: KBs per
   file), the stored one when its key matches, else built by ``summarize_files`` in a
@@ -23,18 +26,30 @@ stops a thread or hides the other files.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-import queue
 import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from tb_profiler.io.discovery import natural_key
-from tb_profiler.trace.args_text import resident_nbytes
+from tb_profiler.plugin.loading import (
+    FAILED,
+    LOADED,
+    LOADING,
+    PENDING,
+    S_BUILDING,
+    S_FAILED,
+    S_PENDING,
+    S_READY,
+    FileEntry,
+    LoadFailed,
+    Loading,
+    trace_nbytes,
+)
+
+__all__ = ["FAILED", "LOADED", "LOADING", "PENDING", "S_BUILDING", "S_FAILED", "S_PENDING", "S_READY", "FileEntry",
+           "LoadFailed", "ProfilerState", "env_number", "trace_nbytes"]
 
 logger = logging.getLogger("tb_profiler.plugin")
 
@@ -45,43 +60,6 @@ DEFAULT_THREADS = 2
 CHUNK_BYTES = 512 << 20   # trace bytes per summary process per chunk
 MAX_CHUNK = 256           # files per chunk
 DASK_RETRY_S = 300.0      # after Dask fails, how long the local pool builds before Dask is tried again
-
-PENDING, LOADING, LOADED, FAILED = "pending", "loading", "loaded", "failed"
-# A file's summary: not built yet, being built (or read), in memory, could not be built.
-S_PENDING, S_BUILDING, S_READY, S_FAILED = "pending", "building", "ready", "failed"
-
-
-class LoadFailed(Exception):
-    """A trace file that could not be read; the message is the reason, for the user."""
-
-
-@dataclass(eq=False)
-class FileEntry:
-    """One discovered trace file and its loading state."""
-
-    run: str
-    worker: str
-    index: int             # 1-based span index among the worker's spans
-    suffix: str | None     # the numeric span suffix of the file name
-    path: str              # absolute path or URL (never sent to clients)
-    rel: str               # path relative to the logdir (what clients see)
-    size: int
-    mtime: float
-    state: str = PENDING
-    error: str | None = None
-    loading: bool = False   # queued or being loaded
-    running: bool = False   # a loader thread is on it
-    done: threading.Event = field(default_factory=threading.Event)
-    summary_state: str = S_PENDING
-    summary_error: str | None = None
-    summary: Any = None           # its TraceSummary once S_READY
-    summary_queued: bool = False  # in the summary thread's queue
-    fraction: float = 0.0         # of its text decoded so far, while it loads (progress inside one file)
-    tag: str = ""                 # an object store's content tag (ETag): tells a rewrite within mtime's second
-
-    @property
-    def key(self) -> tuple:
-        return (self.path, self.size, self.mtime, self.tag)
 
 
 def env_number(name: str, default: float, lo: float, hi: float) -> float:
@@ -97,40 +75,11 @@ def env_number(name: str, default: float, lo: float, hi: float) -> float:
     return min(max(value, lo), hi)
 
 
-def trace_nbytes(trace: Any) -> int:
-    """Approximate memory held by a Trace: its arrays, args text and strings, plus half
-    again for the analyses' memoized columns."""
-    state = getattr(trace, "_state", None)
-    total = 0
-    if state is not None:
-        arrays = state.arrays
-        own = getattr(arrays, "nbytes", None)  # a cache entry's: sized from its header, not read
-        total += own() if callable(own) else sum(getattr(a, "nbytes", 0) for a in arrays.values())
-        blob = state.args_blob
-        total += resident_nbytes(blob) if blob is not None else 0
-    strings = getattr(trace, "strings", None)
-    if strings is not None:
-        total += sum(len(s) + 56 for s in strings if s is not None)
-    return int(total * 1.5) + 4096
-
-
 def _scan_problem(exc: BaseException, logdir: str, reload_s: float) -> str:
     """Why the logdir could not be scanned, for the page (which never sees its path)."""
     if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
         return f"the log directory does not exist (or is not a folder); it is looked at again every {reload_s:g} s"
     return f"the log directory cannot be read: {type(exc).__name__}: {exc}".replace(logdir, "the log directory")
-
-
-def _prepare(trace: Any) -> None:
-    """Build what the Trace view needs first (its index), right after a load, so the view
-    opens without waiting for it; it is kept with the trace's cache (analysis.stored), so
-    a later server reads it instead."""
-    from tb_profiler.plugin import timeline
-
-    try:
-        timeline.lod_index(trace)
-    except Exception:  # the view builds it again when asked, and reports what fails then
-        logger.debug("tb_profiler: preparing the trace view index failed", exc_info=True)
 
 
 def _cpus() -> int:
@@ -179,8 +128,9 @@ def _relative(path: str, logdir: str) -> str:
     return os.path.basename(path)
 
 
-class ProfilerState:
-    """Discovery, loading, per-file summaries and the in-memory trace LRU for one logdir."""
+class ProfilerState(Loading):
+    """Discovery, loading (plugin.loading), per-file summaries and the in-memory trace LRU
+    for one logdir."""
 
     def __init__(self, logdir: str, *, memory_bytes: int | None = None, reload_s: float | None = None,
                  threads: int | None = None, cache: bool = True, cache_dir: str | None = None,
@@ -205,10 +155,6 @@ class ProfilerState:
         self._scan_error: str | None = None
         self._scanned_at: float | None = None
         self._scanned = threading.Event()
-        self._lru: "OrderedDict[str, tuple[Any, int]]" = OrderedDict()
-        self._lru_bytes = 0
-        self._queue: "queue.PriorityQueue[tuple]" = queue.PriorityQueue()
-        self._seq = itertools.count()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.generation = 0   # bumps whenever the discovered set of files changes
@@ -216,8 +162,7 @@ class ProfilerState:
         self._summary_queue: list[list[FileEntry]] = []
         self._summarized = threading.Condition(self._lock)  # notified as summaries finish
         self._dask_retry_at = 0.0   # after Dask failed, the local pool builds until then
-        self.lru_loads = 0          # traces ever put into the LRU
-        self.lru_peak_bytes = 0     # the most bytes the LRU ever held
+        self._init_loading()
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> "ProfilerState":
@@ -225,8 +170,7 @@ class ProfilerState:
             return self
         t = threading.Thread(target=self._watch, name="tb_profiler-discovery", daemon=True)
         self._threads.append(t)
-        for i in range(self.threads):
-            self._threads.append(threading.Thread(target=self._loader, name=f"tb_profiler-loader-{i}", daemon=True))
+        self._threads += self._loading_threads()
         self._threads.append(threading.Thread(target=self._summarizer, name="tb_profiler-summaries", daemon=True))
         for t in self._threads:
             t.start()
@@ -234,8 +178,7 @@ class ProfilerState:
 
     def stop(self) -> None:
         self._stop.set()
-        for _ in range(self.threads):
-            self._queue.put((-1, -1, None))
+        self._stop_loading()
         with self._lock:
             self._summarized.notify_all()
 
@@ -290,7 +233,11 @@ class ProfilerState:
                         new[s.path] = e
             changed = set(new) != set(old) or any(new[p] is not old.get(p) for p in new)
             for path in set(self._lru) - {p for p, e in new.items() if e is old.get(p)}:
-                self._evict(path)
+                was, now = old.get(path), new.get(path)
+                if now is None or was is None or now.key != was.key:  # deleted, or another version
+                    self._release(path)
+                else:  # the same file under another run or worker name: loaded again as such
+                    self._evict(path)
             self._entries = new
             self._root = found.logdir
             self._runs = list(found.runs)
@@ -308,129 +255,6 @@ class ProfilerState:
         for e in todo:
             if e.run not in self._multi:  # a run of many ranks is summarized, not loaded
                 self.request_load(e, priority=1)
-
-    # -- loading --------------------------------------------------------------------------
-    def request_load(self, entry: FileEntry, priority: int = 0) -> threading.Event | None:
-        """Queue a load of ``entry`` unless it is in memory; None when it is ready now.
-
-        Raises LoadFailed for a file known to be unreadable."""
-        with self._lock:
-            if entry.path in self._lru and self._entries.get(entry.path) is entry:
-                self._lru.move_to_end(entry.path)
-                return None
-            if entry.state == FAILED:
-                raise LoadFailed(entry.error or "could not be read")
-            if not entry.loading:
-                entry.loading = True
-                entry.done = threading.Event()
-                self._queue.put((priority, next(self._seq), entry))
-            elif priority == 0:  # already queued in the background: jump the queue
-                self._queue.put((0, next(self._seq), entry))
-            return entry.done
-
-    def _loader(self) -> None:
-        while not self._stop.is_set():
-            _, _, entry = self._queue.get()
-            if entry is None:
-                return
-            with self._lock:
-                if not entry.loading or entry.running:
-                    continue  # a duplicate queue item (it jumped the queue)
-                if self._entries.get(entry.path) is not entry:  # rediscovered as a new file, or gone
-                    entry.loading = False
-                    entry.done.set()
-                    continue
-                entry.running = True
-                if entry.state == PENDING:
-                    entry.state = LOADING  # first load (a reload after eviction stays "loaded")
-            self._load(entry)
-
-    def _load(self, entry: FileEntry) -> None:
-        from tb_profiler.errors import TraceFormatError
-        from tb_profiler.trace import load
-
-        trace, error = None, None
-
-        def progress(done: int, total: int) -> None:
-            entry.fraction = done / total if total else 1.0
-
-        try:
-            trace = load(entry.path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
-        except TraceFormatError as exc:
-            error = str(exc)
-        except OSError as exc:
-            error = f"{entry.path}: cannot be read: {exc.strerror or exc}"
-        except MemoryError:
-            error = f"{entry.path}: out of memory while loading"
-        except Exception as exc:  # a decoder or model bug must not take the server down
-            logger.exception("tb_profiler: loading %s failed", entry.path)
-            error = f"{entry.path}: {type(exc).__name__}: {exc}"
-        with self._lock:
-            if error is not None:
-                entry.state, entry.error = FAILED, error.replace(entry.path, entry.rel)
-            else:
-                entry.state, entry.error = LOADED, None
-                if self._entries.get(entry.path) is entry:
-                    self._insert(entry.path, trace)
-            entry.loading = entry.running = False
-            entry.done.set()
-        if trace is not None:
-            threading.Thread(target=_prepare, args=(trace,), name="tb_profiler-prepare", daemon=True).start()
-
-    def _insert(self, path: str, trace: Any) -> None:
-        size = trace_nbytes(trace)
-        if path in self._lru:
-            self._evict(path)
-        self._lru[path] = (trace, size)
-        self._lru_bytes += size
-        self.lru_loads += 1
-        while self._lru_bytes > self.memory_bytes and len(self._lru) > 1:
-            self._evict(next(iter(self._lru)))
-        self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
-
-    def _evict(self, path: str) -> None:
-        item = self._lru.pop(path, None)
-        if item is not None:
-            self._lru_bytes -= item[1]
-
-    def trace(self, entry: FileEntry, timeout: float = 600.0) -> Any:
-        """The parsed trace of ``entry``, loading it if needed (blocking: worker threads only).
-
-        Raises LoadFailed with the reason for a file that cannot be read."""
-        for _ in range(3):
-            done = self.request_load(entry, priority=0)
-            if done is not None and not done.wait(timeout):
-                raise LoadFailed(f"{entry.rel}: still loading after {timeout:.0f} s")
-            with self._lock:
-                if entry.state == FAILED:
-                    raise LoadFailed(entry.error or "could not be read")
-                item = self._lru.get(entry.path)
-                if item is not None and self._entries.get(entry.path) is entry:
-                    self._lru.move_to_end(entry.path)
-                    return item[0]
-        # Evicted as soon as loaded (a memory cap smaller than the traces in use): load
-        # this one outside the LRU rather than loop.
-        from tb_profiler.trace import load
-
-        try:
-            return load(entry.path, cache=self.cache, cache_dir=self.cache_dir)
-        except Exception as exc:
-            raise LoadFailed(str(exc).replace(entry.path, entry.rel)) from None
-
-    def wait_loaded(self, entries: Iterable[FileEntry], deadline_s: float) -> bool:
-        """Ask for every entry and wait until all are in memory or failed, or the deadline."""
-        events = [ev for ev in (self._try_request(e) for e in entries) if ev is not None]
-        end = time.monotonic() + deadline_s
-        for ev in events:
-            if not ev.wait(max(0.0, end - time.monotonic())):
-                return False
-        return True
-
-    def _try_request(self, entry: FileEntry) -> threading.Event | None:
-        try:
-            return self.request_load(entry, priority=0)
-        except LoadFailed:
-            return None
 
     # -- summaries ------------------------------------------------------------------------
     def _queue_summaries(self, entries: list[FileEntry], front: bool) -> bool:
@@ -595,10 +419,6 @@ class ProfilerState:
         with self._lock:
             return any(e.state != FAILED for e in self._entries.values())
 
-    def resident(self, entry: FileEntry) -> bool:
-        with self._lock:
-            return entry.path in self._lru and self._entries.get(entry.path) is entry
-
     def progress(self, entries: Iterable[FileEntry]) -> tuple[int, int]:
         """(bytes of the files done: loaded or failed, or summarized in a run of several
         workers, plus the part of the file being loaded its decoder has walked; bytes of
@@ -607,10 +427,6 @@ class ProfilerState:
             entries = list(entries)
             done = sum(e.size if self._done(e) else int(e.size * e.fraction) if e.running else 0 for e in entries)
             return done, sum(e.size for e in entries)
-
-    def memory_used(self) -> int:
-        with self._lock:
-            return self._lru_bytes
 
     def skipped(self) -> list[dict]:
         with self._lock:
