@@ -405,6 +405,100 @@ def test_a_broken_object_is_named_and_never_hides_the_good_ones(bucket, serve):
     assert get(c, "workers?run=mixed") == ["w0"]  # the broken worker is not offered
 
 
+def _timeless(real_discover):
+    """Discovery with every time zeroed: what a rewrite within LastModified's second, or a
+    restore that keeps times, looks like (same size, same time), made certain."""
+    import dataclasses
+
+    def discover_timeless(logdir):
+        found = real_discover(logdir)
+        for r in found.runs:
+            r.workers = {w: [dataclasses.replace(s, mtime=0.0) for s in spans] for w, spans in r.workers.items()}
+        return found
+
+    return discover_timeless
+
+
+def test_a_rewrite_keeping_size_and_time_is_new_to_the_running_and_a_restarted_server(store, serve, monkeypatch):
+    """Issue 18: one single-worker run and one of two ranks (summarized), rewritten with the
+    same size and (as discovery sees it) the same time: the running server serves the new
+    version (loaded trace, stored answers, summaries), and so does a new server on the same
+    cache with the objects rewritten again meanwhile.  S3 tells versions by their ETag;
+    memory:// has no content tag, so a digest of the object's head and tail does."""
+    from tb_profiler import cache_writer
+    from tb_profiler.io import discovery
+    from tb_profiler.plugin import app as app_mod
+
+    monkeypatch.setattr(discovery, "discover", _timeless(discovery.discover))
+    monkeypatch.setattr(app_mod, "STORE_AFTER_S", 0.0)  # every answer also kept with the trace's cache
+    store.put("log/one/w.pt.trace.json", _trace(1000, op="aa"))
+    for r in (0, 1):
+        store.put(f"log/two/rank{r}.pt.trace.json", _trace(1000, op="rr"))
+
+    def ops(c, query):
+        return json.dumps(get(c, f"operation/table?{query}"))
+
+    def summary_ops(c):
+        state = c.application.state
+        entry = [e for e in state.run_entries("two") if e.worker == "rank1"][0]
+        return {n[:-1] for n in entry.summary.operators["name"]} if entry.summary is not None else set()
+
+    c = serve(store.url("log"))
+    assert "aten::aa0" in ops(c, "run=one")
+    wait_for(lambda: summary_ops(c) == {"aten::rr"}, "rank1's summary", 120)
+    assert "aten::rr0" in ops(c, "run=two&worker=rank1")
+    assert cache_writer.drain(60)
+    size = len(_trace(1000, op="aa"))
+    store.put("log/one/w.pt.trace.json", _trace(1000, op="bb"))
+    store.put("log/two/rank1.pt.trace.json", _trace(1000, op="ss"))
+    assert all(s.size == size for r in discover(store.url("log")).runs for s in r.files)
+    wait_for(lambda: "aten::bb0" in ops(c, "run=one") and "aten::aa0" not in ops(c, "run=one"),
+             "the running server to serve the new version", 60)
+    wait_for(lambda: summary_ops(c) == {"aten::ss"}, "the new summary", 120)
+    assert "aten::ss0" in ops(c, "run=two&worker=rank1") and "aten::rr0" in ops(c, "run=two&worker=rank0")
+    c.application.state.stop()
+    assert cache_writer.drain(60)
+
+    store.put("log/one/w.pt.trace.json", _trace(1000, op="cc"))
+    store.put("log/two/rank1.pt.trace.json", _trace(1000, op="tt"))
+    c2 = serve(store.url("log"))
+    assert "aten::cc0" in ops(c2, "run=one") and "aten::bb0" not in ops(c2, "run=one")
+    wait_for(lambda: summary_ops(c2) == {"aten::tt"}, "the restarted server's summary", 120)
+    assert "aten::tt0" in ops(c2, "run=two&worker=rank1")
+
+
+def test_a_store_without_content_tags_is_told_apart_by_head_and_tail():
+    """io.read.remote_identity: the tag where the store gives one, else a digest of the first
+    and last DIGEST_BYTES, read as two ranges (never the whole object)."""
+    import fsspec
+
+    from tb_profiler.io.read import DIGEST_BYTES, remote_identity
+
+    fs = fsspec.filesystem("memory")
+    big = b"{" + b" " * (5 * DIGEST_BYTES) + b"}"
+    fs.pipe("/tbp-digest/a.json", big)
+    fs.pipe("/tbp-digest/b.json", big[:-2] + b"x}")
+    fs.pipe("/tbp-digest/c.json", big)
+    read = []
+    real_cat = fs.cat_file
+
+    def counting(path, start=None, end=None, **kw):
+        out = real_cat(path, start=start, end=end, **kw)
+        read.append(len(out))
+        return out
+
+    fs.cat_file = counting
+    try:
+        ids = [remote_identity(fs, f"/tbp-digest/{n}.json", {"size": len(big)}) for n in "abc"]
+        assert ids[0].startswith("#") and ids[0] != ids[1] and ids[0] == ids[2]
+        assert max(read) <= DIGEST_BYTES and sum(read) == 3 * 2 * DIGEST_BYTES
+        assert remote_identity(fs, "/tbp-digest/a.json", {"size": len(big), "ETag": '"e1"'}) == "e1"
+        fs.pipe("/tbp-digest/s.json", b"")
+        assert remote_identity(fs, "/tbp-digest/s.json", {"size": 0}).startswith("#")
+    finally:
+        fs.rm("/tbp-digest", recursive=True)
+
+
 def test_an_unreachable_store_is_an_error_naming_the_url_not_a_traceback(s3_endpoint, monkeypatch, capsys):
     """Nothing listens at the endpoint (a closed port of 127.0.0.1): discovery raises OSError
     (what the CLI and the server report), load a TraceFormatError naming the URL."""
