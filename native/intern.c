@@ -1,6 +1,7 @@
 /* String interning; see intern.h. */
 #include "intern.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,8 +88,26 @@ static void rehash(tb_intern *t, tb_scanner *s)
     t->mask = mask;
 }
 
+/* The cut form of a string longer than TB_STRING_MAX (see intern.h), interned. */
+static int32_t intern_cut(tb_intern *t, tb_scanner *s, const uint8_t *p, size_t len)
+{
+    size_t keep = TB_STRING_MAX - TB_CUT_TAIL_MAX;
+    while (keep > 0 && (p[keep] & 0xC0) == 0x80) /* p[keep] is the first byte left out */
+        keep--;
+    char tail[TB_CUT_TAIL_MAX];
+    int m = snprintf(tail, sizeof tail, " [... cut: first %zu of %zu bytes]", keep, len);
+    if (m < 0 || (size_t)m >= sizeof tail)
+        tb_fail_kind(s, TB_ERR_LIMIT, NULL, "a string too long to describe");
+    t->cut = tb_grow(s, t->cut, &t->cut_cap, keep + (size_t)m, 1);
+    memcpy(t->cut, p, keep);
+    memcpy(t->cut + keep, tail, (size_t)m);
+    return tb_intern_get(t, s, t->cut, keep + (size_t)m); /* <= TB_STRING_MAX: not cut again */
+}
+
 int32_t tb_intern_get(tb_intern *t, tb_scanner *s, const uint8_t *p, size_t len)
 {
+    if (len > TB_STRING_MAX)
+        return intern_cut(t, s, p, len);
     if (!t->slots)
         rehash(t, s);
     uint64_t h = hash_bytes(p, len);
@@ -128,5 +147,6 @@ void tb_intern_free(tb_intern *t)
     free(t->arena);
     free(t->strs);
     free(t->slots);
+    free(t->cut);
     memset(t, 0, sizeof *t);
 }

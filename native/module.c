@@ -440,7 +440,8 @@ PyMODINIT_FUNC PyInit__native(void)
         PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0 ||
         PyModule_AddObject(m, "DENSE_COLUMNS", column_table()) < 0 ||
         PyModule_AddObject(m, "SPARSE_COLUMNS", sparse_table()) < 0 ||
-        PyModule_AddIntConstant(m, "PROGRESS_SLOTS", TB_PROGRESS_SLOTS) < 0) {
+        PyModule_AddIntConstant(m, "PROGRESS_SLOTS", TB_PROGRESS_SLOTS) < 0 ||
+        PyModule_AddIntConstant(m, "STRING_MAX", (long)TB_STRING_MAX) < 0) {
         Py_DECREF(m);
         return NULL;
     }

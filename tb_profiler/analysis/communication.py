@@ -26,9 +26,10 @@ _KERNEL_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
 _HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.COLLECTIVE_COMM)
 
 
-def name_flags(trace, fn) -> np.ndarray:
-    """fn(name) for every event, evaluated once per distinct name."""
-    return name_map(trace, fn)
+def name_flags(trace, fn, among: np.ndarray | None = None) -> np.ndarray:
+    """fn(name) for every event, evaluated once per distinct name (of the events ``among``
+    marks, when given: the others are False)."""
+    return name_map(trace, fn, among=among)
 
 
 def is_comm_name(name: str) -> bool:
@@ -41,7 +42,7 @@ def comm_calls(trace) -> np.ndarray:
     """Mask of host events that are communication calls."""
     ev = trace.events
     host = kind_mask(ev["kind"], _HOST_KINDS)
-    comm = name_flags(trace, is_comm_name) | (ev["collective_name"] >= 0) | (ev["kind"] == Kind.COLLECTIVE_COMM)
+    comm = name_flags(trace, is_comm_name, host) | (ev["collective_name"] >= 0) | (ev["kind"] == Kind.COLLECTIVE_COMM)
     return host & comm & valid_times(trace)
 
 
@@ -62,7 +63,7 @@ def async_ranges(trace) -> np.ndarray:
     nccl:all_reduce, ...). They are recognised by category and name."""
     ev = trace.events
     ranges = kind_mask(ev["kind"], (Kind.USER_ANNOTATION,))
-    return frozen(ranges & name_flags(trace, is_work_range_name))
+    return frozen(name_flags(trace, is_work_range_name, ranges))
 
 
 @per_trace

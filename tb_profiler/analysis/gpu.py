@@ -34,7 +34,7 @@ SUMMARY_COLUMNS = ["device", "word", "name", "memory_bytes", "compute_capability
 @per_trace
 def uses_tensor_cores(trace) -> np.ndarray:
     """Per event: a kernel whose name marks tensor-core use."""
-    return frozen(name_mask(trace, tc_kernel_names) & (trace.roles == Role.COMPUTE))
+    return frozen(name_mask(trace, tc_kernel_names, among=trace.roles == Role.COMPUTE))
 
 
 @per_trace

@@ -100,6 +100,14 @@ def kernels(trace, group_by: str = "name", steps_only: bool = False):
     return _kernels(trace, group_by, bool(steps_only)).copy()
 
 
+def kernels_frame(trace, group_by: str = "name"):
+    """``kernels(trace, group_by)`` without the copy: the table kept for the trace, to be
+    read, never changed (a view reads only a page of it)."""
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
+    return _kernels(trace, group_by, False)
+
+
 @per_trace_args
 def _kernels(trace, group_by: str, steps_only: bool):
     import pandas as pd
@@ -140,4 +148,4 @@ def _op_columns(trace, keys: list[np.ndarray], first: np.ndarray, inv: np.ndarra
             "registers": regs, "shared_memory": shm, "op_tc_eligible": op_elig}
 
 
-__all__ = ["GROUP_BY", "kernels"]
+__all__ = ["GROUP_BY", "kernels", "kernels_frame"]

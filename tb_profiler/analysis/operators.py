@@ -29,6 +29,7 @@ partly overlap a sibling) this counts them.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 
@@ -90,14 +91,23 @@ class CallTree:
     operator: np.ndarray
 
 
-def _name_mask(trace, predicate) -> np.ndarray:
-    """predicate(name) -> bool per event, evaluated once per distinct name."""
-    return name_map(trace, predicate)
+def _name_mask(trace, predicate, among: np.ndarray | None = None) -> np.ndarray:
+    """predicate(name) -> bool per event, evaluated once per distinct name (of the events
+    ``among`` marks, when given: the others are False)."""
+    return name_map(trace, predicate, among=among)
 
 
 def _durations(trace) -> np.ndarray:
     """dur per event, a missing one as 0 (read-only, shared)."""
     return durations(trace)
+
+
+def _not_operator(names: np.ndarray) -> np.ndarray:
+    """Per name: a step, data loading or optimizer scope (NOT_OPERATOR_*), by ``map`` of str
+    methods over the names (no Python frame per name)."""
+    flat = [n if isinstance(n, str) else "" for n in names.tolist()]
+    out = np.fromiter(map(str.startswith, flat, itertools.repeat(NOT_OPERATOR_PREFIXES)), dtype=bool, count=len(flat))
+    return out | np.fromiter(map(NOT_OPERATOR_NAMES.__contains__, flat), dtype=bool, count=len(flat))
 
 
 def _fold_duplicates(trace, node: np.ndarray, parent0: np.ndarray, runtime_is_child: bool, fold_kinds):
@@ -182,11 +192,11 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
     python = np.bincount(parent[py], weights=dur[py], minlength=n).astype(np.int64)
     device_self, tc_self = _device_attribution(trace, owner)
     is_op = ev["kind"] == Kind.CPU_OP
-    named = is_op & name_mask(trace, tc_eligible)
+    named = name_mask(trace, tc_eligible, among=is_op)
     subtree = _subtree_summer(parent, live)
     below = subtree((named | (tc_self > 0)).astype(np.int64))
-    operator = is_op & node & ~merged & ~_name_mask(
-        trace, lambda s: s.startswith(NOT_OPERATOR_PREFIXES) or s in NOT_OPERATOR_NAMES)
+    candidate = is_op & node & ~merged
+    operator = candidate & ~name_mask(trace, _not_operator, among=candidate)
     return CallTree(node=node, merged=merged, parent=parent, host_self=host_self, python=python,
                     device_self=device_self, device_total=subtree(device_self),
                     tc_self=tc_self, tc_total=subtree(tc_self),
@@ -226,8 +236,9 @@ def input_shapes(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # the distinct ids by hashing (their order does not matter: keys follow the sorted texts)
     inv, uniq = pd.factorize(np.asarray(ids), sort=False)
     texts = np.array([_shape_text(trace.str(int(i))) for i in uniq.tolist()], dtype=object)
-    text_keys, key_of_uniq = np.unique(texts.astype(str), return_inverse=True)
-    return key_of_uniq.reshape(-1)[inv.reshape(-1)], text_keys.astype(object)
+    # sorted by hashing, not np.unique over a fixed-width copy (as wide as the longest text)
+    key_of_uniq, text_keys = pd.factorize(texts, sort=True)
+    return np.asarray(key_of_uniq).reshape(-1)[inv.reshape(-1)], np.asarray(text_keys, dtype=object)
 
 
 def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -299,6 +310,15 @@ def operators(trace, group_by: str = "name", steps_only: bool = False):
     return _operators(trace, group_by, bool(steps_only)).copy()
 
 
+def operators_frame(trace, group_by: str = "name"):
+    """``operators(trace, group_by)`` without the copy: the table kept for the trace, to be
+    read, never changed.  Why: a table of millions of rows (a trace of millions of
+    distinct names) costs as much again per copy; a view reads only a page of it."""
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {', '.join(GROUP_BY)}; got {group_by!r}")
+    return _operators(trace, group_by, False)
+
+
 @per_trace_args
 def _operators(trace, group_by: str, steps_only: bool):
     lead = ["name"] + {"name": [], "input_shape": ["input_shape"], "stack": ["stack_id"]}[group_by]
@@ -329,7 +349,8 @@ def operator_stacks(trace, name: str, input_shape: str | None = None):
     columns. Calls without a stack are left out (as the old plugin's stack view)."""
     lead = ["stack_id", "frames"]
     tree = call_tree(trace)
-    rows = np.flatnonzero(tree.operator & _name_mask(trace, lambda s: s == name))
+    ids = np.flatnonzero(trace.strings == name) if len(trace.strings) else np.zeros(0, np.int64)
+    rows = np.flatnonzero(tree.operator & np.isin(trace.events["name"], ids))
     if input_shape is not None and len(rows):
         key, text = input_shapes(trace, rows)
         rows = rows[text[key] == input_shape]
@@ -350,5 +371,6 @@ __all__ = [
     "input_shapes",
     "operator_stacks",
     "operators",
+    "operators_frame",
     "tc_eligible_ops",
 ]

@@ -86,25 +86,47 @@ def name_index(trace) -> tuple[np.ndarray, np.ndarray]:
     return frozen(safe), frozen(used)
 
 
-def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False) -> np.ndarray:
-    """``map_string_ids(trace.events["name"], trace.strings, fn, dtype, default)``: fn
-    once per distinct used name, broadcast to every event."""
+def _used(trace, among: np.ndarray | None) -> np.ndarray:
+    """The distinct valid name ids of every event, or of the events ``among`` marks."""
     safe, used = name_index(trace)
+    if among is None or not len(used):
+        return used
+    n = len(trace.strings)
+    return np.flatnonzero(np.bincount(safe[among], minlength=n + 1)[:n])
+
+
+def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False,
+             among: np.ndarray | None = None) -> np.ndarray:
+    """``map_string_ids(trace.events["name"], trace.strings, fn, dtype, default)``: fn
+    once per distinct used name, broadcast to every event.
+
+    among (a mask over events): fn runs only on the names those events use, and every
+    other event gets ``default``.  Why: a predicate about operators or kernels need not
+    run on the names of every other event (a trace of 10 M distinct names)."""
+    safe, _ = name_index(trace)
     strings = trace.strings
     lut = np.full(len(strings) + 1, default, dtype=dtype)  # last slot: missing ids
-    for i in used.tolist():
+    for i in _used(trace, among).tolist():
         lut[i] = fn(strings[i])
-    return lut[safe]
+    out = lut[safe]
+    if among is not None:
+        out[~among] = default
+    return out
 
 
-def name_mask(trace, predicate: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def name_mask(trace, predicate: Callable[[np.ndarray], np.ndarray], among: np.ndarray | None = None) -> np.ndarray:
     """``tensor_cores.string_id_mask(trace.events["name"], trace.strings, predicate)``:
-    predicate (names -> bool array) over the distinct used names, broadcast."""
-    safe, used = name_index(trace)
+    predicate (names -> bool array) over the distinct used names, broadcast; with
+    ``among``, over the names those events use only, every other event False."""
+    safe, _ = name_index(trace)
+    used = _used(trace, among)
     lut = np.zeros(len(trace.strings) + 1, dtype=bool)
     if len(used):
         lut[used] = predicate(trace.strings[used])
-    return lut[safe]
+    out = lut[safe]
+    if among is not None:
+        out &= among
+    return out
 
 
 __all__ = ["compute", "device_work", "durations", "frozen", "name_index", "name_map", "name_mask", "threads",

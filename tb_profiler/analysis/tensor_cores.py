@@ -14,10 +14,12 @@ once per distinct name (``map_string_ids``-style), never per event.
 """
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
 import numpy as np
+import pandas as pd
 
 from tb_profiler.trace.strings import used_ids
 
@@ -75,30 +77,41 @@ TC_ELIGIBLE_PREFIXES: tuple[str, ...] = (
     "aten::_scaled_dot_product_", "ScaledDotProduct", "aten::_fused_sdp", "FlashAttention",
     "EfficientAttention",
 )
-_TRAILING_DIGITS = re.compile(r"\d+$")
+_DIGITS = "0123456789"
+
+
+_TC_KERNEL_RE = re.compile("|".join(map(re.escape, TC_KERNEL_PATTERNS)))
+_NOT_TC_KERNEL_RE = re.compile("|".join(map(re.escape, NOT_TC_KERNEL_PATTERNS)))
 
 
 def _kernel_uses_tc(name: str) -> bool:
+    # one alternation per list (a scan of the name each), not one ``in`` per pattern
     low = name.lower()
-    if any(p in low for p in NOT_TC_KERNEL_PATTERNS):
+    if _NOT_TC_KERNEL_RE.search(low):
         return False
-    return any(p in low for p in TC_KERNEL_PATTERNS) or AMD_MATRIX_RE.search(name) is not None
+    return _TC_KERNEL_RE.search(low) is not None or AMD_MATRIX_RE.search(name) is not None
 
 
 def _op_eligible(name: str) -> bool:
     # Autograd nodes carry a version suffix in PyTorch >= 1.10 (MmBackward0).
-    return (name in TC_ELIGIBLE_OPS or _TRAILING_DIGITS.sub("", name) in TC_ELIGIBLE_OPS
+    return (name in TC_ELIGIBLE_OPS or name.rstrip(_DIGITS) in TC_ELIGIBLE_OPS
             or name.startswith(TC_ELIGIBLE_PREFIXES))
 
 
 def _by_distinct(names, fn) -> np.ndarray:
-    """fn over each distinct name of ``names`` (strings, None allowed), broadcast back."""
+    """fn over each distinct name of ``names`` (strings, None allowed), broadcast back.
+
+    Distinct names by hashing (pandas.factorize), never through a fixed-width string
+    copy: that is as wide as the longest name for every name (one 50 MB name among twelve
+    made 2.3 GiB)."""
     arr = np.asarray(list(names) if not isinstance(names, np.ndarray) else names, dtype=object)
     if arr.size == 0:
         return np.zeros(arr.shape, dtype=bool)
-    uniq, inv = np.unique(np.where(arr == None, "", arr).astype(str), return_inverse=True)
-    lut = np.fromiter((bool(u) and fn(u) for u in uniq.tolist()), dtype=bool, count=len(uniq))
-    return lut[inv.reshape(arr.shape)]
+    inv, uniq = pd.factorize(arr.reshape(-1), sort=False)  # None / NaN -> -1
+    lut = np.zeros(len(uniq) + 1, dtype=bool)  # last slot: the missing ones
+    lut[:-1] = np.fromiter((bool(u) and fn(u if isinstance(u, str) else str(u)) for u in uniq.tolist()),
+                           dtype=bool, count=len(uniq))
+    return lut[inv].reshape(arr.shape)
 
 
 def uses_tensor_cores(kernel_names: Iterable[str] | np.ndarray) -> np.ndarray:
@@ -110,9 +123,18 @@ def tc_eligible(names: Iterable[str] | np.ndarray) -> np.ndarray:
     """Boolean mask: is each operator name one that can run on tensor cores?
 
     Name only. ``operators()`` also marks an op eligible when a child op is, or when it
-    launched a tensor-core kernel itself (the old plugin's rule).
+    launched a tensor-core kernel itself (the old plugin's rule).  ``_op_eligible`` over
+    every name, by ``map`` of str methods and set lookups (no Python frame per name: a
+    trace may hold millions of distinct ones).
     """
-    return _by_distinct(names, _op_eligible)
+    arr = np.asarray(list(names) if not isinstance(names, np.ndarray) else names, dtype=object)
+    flat = [n if isinstance(n, str) else "" if n is None else str(n) for n in arr.reshape(-1).tolist()]
+    ops = TC_ELIGIBLE_OPS.__contains__
+    hit = np.fromiter(map(ops, flat), dtype=bool, count=len(flat))
+    hit |= np.fromiter(map(ops, map(str.rstrip, flat, itertools.repeat(_DIGITS))), dtype=bool, count=len(flat))
+    hit |= np.fromiter(map(str.startswith, flat, itertools.repeat(TC_ELIGIBLE_PREFIXES)), dtype=bool,
+                       count=len(flat))
+    return hit.reshape(arr.shape)
 
 
 def string_id_mask(ids: np.ndarray, strings: np.ndarray, predicate) -> np.ndarray:

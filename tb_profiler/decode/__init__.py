@@ -24,11 +24,15 @@ from tb_profiler.decode import schema
 from tb_profiler.decode.schema import Decoded
 from tb_profiler.errors import TraceFormatError
 
-__all__ = ["DECODER_VERSION", "MIN_PART", "decode", "decode_bytes", "decode_threads", "new_progress", "walked",
+__all__ = ["DECODER_VERSION", "MIN_PART", "STRING_MAX", "decode", "decode_bytes", "decode_threads", "new_progress", "walked",
            "Decoded"]
 
 # Bump whenever the decoder's output changes for some input (the decode cache keys on it).
-DECODER_VERSION = 5  # 5: the "flops" arg
+DECODER_VERSION = 6  # 5: the "flops" arg; 6: strings over STRING_MAX are cut
+# The most bytes any string of the string table keeps (native/intern.h): a longer one (a
+# name, a category, an args text) is kept as its first bytes, cut at a character
+# boundary, then " [... cut: first K of N bytes]" (trace.strings.cut_length reads N back).
+STRING_MAX = 1 << 20
 
 _FORMAT_DTYPE = {"q": np.dtype(np.int64), "i": np.dtype(np.int32), "B": np.dtype(np.uint8),
                  "d": np.dtype(np.float64)}
@@ -62,7 +66,8 @@ def _native():
 
         dense = {name: _FORMAT_DTYPE[fmt] for name, fmt in native.DENSE_COLUMNS}
         sparse = {name: _FORMAT_DTYPE[fmt] for name, fmt in native.SPARSE_COLUMNS}
-        if dense != schema.dense_dtypes() or sparse != schema.sparse_dtypes():
+        if (dense != schema.dense_dtypes() or sparse != schema.sparse_dtypes()
+                or getattr(native, "STRING_MAX", None) != STRING_MAX):
             raise ImportError("tb_profiler._native does not match tb_profiler/decode/schema.py: "
                               "rebuild it (python setup.py build_ext --inplace)")
         _native_module = native

@@ -44,13 +44,14 @@ from tb_profiler.analysis.range_stats import track_nesting
 from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.stored import per_trace_stored
 from tb_profiler.analysis.steps import valid_times
+from tb_profiler.decode import STRING_MAX
 from tb_profiler.plugin.timeline_lod import LodIndex
 from tb_profiler.plugin.timeline_lod import build as lod_build
 from tb_profiler.plugin.timeline_lod import concat_ranges as _ranges
 from tb_profiler.plugin.timeline_lod import from_arrays as lod_from_arrays
 from tb_profiler.trace.categories import KIND_NAMES, Kind
 from tb_profiler.trace.roles import Role
-from tb_profiler.trace.strings import used_ids
+from tb_profiler.trace.strings import SHOW_MAX, bounded, shown, shown_all, used_ids
 
 # Args holding a ";"-separated stack (as util/frames.ts isStackArg), and the most frames sent.
 STACK_ARGS = frozenset({"call stack", "python stack", "stack"})
@@ -179,8 +180,8 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
     narrow_mask[np.searchsorted(cand, wide)] = False
     narrow = cand[narrow_mask]
 
-    names = trace.str(ev["name"][wide]) if len(wide) else []
-    cats = trace.str(ev["cat"][wide]) if len(wide) else []
+    names = shown_all(trace.str(ev["name"][wide])) if len(wide) else []
+    cats = shown_all(trace.str(ev["cat"][wide])) if len(wide) else []
     kinds = ev["kind"][wide]
     w_ts = (ts[wide] - t0).tolist()
     w_dur = dur[wide].tolist()
@@ -203,7 +204,7 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         "span": {"start_ns": 0, "end_ns": span_end},
         "window": {"start_ns": a, "end_ns": b},
         "ns_per_px": ns_per_px,
-        "tracks": idx.tracks,
+        "tracks": bounded(idx.tracks),
         "events": events,
         "busy": busy,
         "flows": flows,
@@ -342,8 +343,8 @@ def event_detail(trace, i: int) -> dict:
 
     def link(j: int, relation: str) -> None:
         if j != NO_ROW and j >= 0:
-            links.append({"i": int(j), "relation": relation, "name": trace.str(ev["name"][j]),
-                          "cat": trace.str(ev["cat"][j]) or KIND_NAMES[ev["kind"][j]],
+            links.append({"i": int(j), "relation": relation, "name": shown(trace.str(ev["name"][j])),
+                          "cat": shown(trace.str(ev["cat"][j])) or KIND_NAMES[ev["kind"][j]],
                           "ts_ns": int(ev["ts"][j]) - t0, "dur_ns": int(ev["dur"][j]),
                           "track": int(idx.track[j]), "depth": int(idx.depth[j])})
 
@@ -358,12 +359,23 @@ def event_detail(trace, i: int) -> dict:
         link(j, "launched")
     for j, relation in recorded_flow_links(trace, i):
         link(j, relation)
-    try:
-        args = trace.args(i)
-    except Exception as exc:  # args text the decoder kept but json cannot parse
-        args = {"<error>": f"args could not be parsed: {exc}"}
+    args = event_args(trace, i)
     return {"origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)), "event": events, "args": args, "links": links,
             "links_truncated": bool(len(launched) > 1000), **_source_frames(trace, i, events["name"], args)}
+
+
+def event_args(trace, i: int) -> dict:
+    """Event i's args object; an args text over STRING_MAX bytes is not parsed (its first
+    SHOW_MAX bytes are shown, and its length): what trace/event sends stays bounded."""
+    n = int(trace.events["args_len"][i])
+    if n > STRING_MAX:
+        off = int(trace.events["args_off"][i])
+        head = bytes(trace.args_blob[off:off + SHOW_MAX]).decode("utf-8", "ignore")
+        return {"<cut>": f"{shown(head)} [args text of {n} bytes, over {STRING_MAX}: not parsed]"}
+    try:
+        return trace.args(i)
+    except Exception as exc:  # args text the decoder kept but json cannot parse
+        return {"<error>": f"args could not be parsed: {exc}"}
 
 
 def _source_frames(trace, i: int, name: str, args: dict) -> dict:
@@ -698,7 +710,7 @@ def search(trace, q: str, limit: int, offset: int = 0) -> dict:
     page = rows[offset:offset + limit]
     idx = timeline_index(trace)
     t0 = origin(trace)
-    names = trace.str(ev["name"][page]) if len(page) else []
+    names = shown_all(trace.str(ev["name"][page])) if len(page) else []
     matches = [{"i": i, "ts_ns": t, "dur_ns": d, "track": tr, "depth": dp, "name": nm}
                for i, t, d, tr, dp, nm in zip(page.tolist(), (ev["ts"][page] - t0).tolist(), ev["dur"][page].tolist(),
                                               idx.track[page].tolist(), idx.depth[page].tolist(), names)]

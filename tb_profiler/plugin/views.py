@@ -10,8 +10,11 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable
 
+import numpy as np
+
 from tb_profiler.analysis.jsonable import to_jsonable
 from tb_profiler.plugin.timeline import origin, wall_origin
+from tb_profiler.trace.strings import bounded, shown, shown_all
 
 VIEW_ORDER = ("Overview", "Operator", "Kernel", "Trace", "Memory", "Module", "Distributed")
 
@@ -85,70 +88,104 @@ def overview(trace, n_workers: int) -> dict:
                              {"title": "Device Type", "value": word if has_device(trace) and word else "CPU"}]}
 
 
-# -- operators -----------------------------------------------------------------------------
-def _pie(rows: list[dict], column: str, top: int) -> list[dict]:
-    rows = sorted((r for r in rows if (r.get(column) or 0) > 0), key=lambda r: -r[column])
-    out = [{"name": r["name"] if "input_shape" not in r else f"{r['name']} {r['input_shape']}".rstrip(),
-            "value_ns": r[column]} for r in rows[:top]]
-    rest = sum(r[column] for r in rows[top:])
+# -- operators ----------------------------------------------------------------------------
+MAX_TABLE_ROWS = 10_000  # rows of an operator or kernel table sent, in the table's order (all counted)
+
+
+def _pie(df, column: str, top: int) -> list[dict]:
+    """The ``top`` rows of df with the largest positive ``column`` (ties in table order),
+    then "Other": their sum. By numpy over the columns: only the slices shown become
+    Python objects (a table of 10 M names is no 10 M dicts)."""
+    if not len(df):
+        return []
+    v = np.asarray(df[column].to_numpy(), dtype=np.float64)
+    pos = np.flatnonzero(v > 0)
+    order = pos[np.argsort(-v[pos], kind="stable")]
+    head = order[:top]
+    names = df["name"].to_numpy()[head]
+    if "input_shape" in df:
+        shapes = df["input_shape"].to_numpy()[head]
+        names = [f"{n} {s}".rstrip() for n, s in zip(names, shapes)]
+    out = [{"name": nm, "value_ns": int(v[i])} for nm, i in zip(shown_all(names), head.tolist())]
+    rest = float(v[order[top:]].sum())
     if rest > 0:
-        out.append({"name": "Other", "value_ns": rest})
+        out.append({"name": "Other", "value_ns": int(rest)})
     return out
 
 
+def _page(df) -> tuple[list[dict], dict]:
+    """The first MAX_TABLE_ROWS rows of a table as JSON records (strings ``shown``), and
+    how many it has in all."""
+    rows = bounded(to_jsonable(df.head(MAX_TABLE_ROWS)))
+    return rows, {"rows_total": int(len(df)), "truncated": len(df) > len(rows)}
+
+
 def operation_pie(trace, group_by: str, top: int) -> dict:
-    rows = to_jsonable(trace.operators(OP_GROUPS[group_by]))
+    from tb_profiler.analysis.operators import operators_frame
+
+    df = operators_frame(trace, OP_GROUPS[group_by])
     dev = has_device(trace)
     return {"group_by": group_by,
-            "device_self": _pie(rows, "device_self_ns", top) if dev else [],
-            "device_total": _pie(rows, "device_total_ns", top) if dev else [],
-            "host_self": _pie(rows, "host_self_ns", top),
-            "host_total": _pie(rows, "host_total_ns", top)}
+            "device_self": _pie(df, "device_self_ns", top) if dev else [],
+            "device_total": _pie(df, "device_total_ns", top) if dev else [],
+            "host_self": _pie(df, "host_self_ns", top),
+            "host_total": _pie(df, "host_total_ns", top)}
 
 
 def operation_table(trace, group_by: str) -> dict:
-    rows = to_jsonable(trace.operators(OP_GROUPS[group_by]))
+    from tb_profiler.analysis.operators import operators_frame
+
+    rows, count = _page(operators_frame(trace, OP_GROUPS[group_by]))
     if OP_GROUPS[group_by] == "stack":  # one row per (operator, distinct call stack): give its frames
         from tb_profiler.analysis.stacks import stack_frames
 
-        frames = {sid: stack_frames(trace, sid) if sid is not None and sid >= 0 else []
+        frames = {sid: bounded(stack_frames(trace, sid)) if sid is not None and sid >= 0 else []
                   for sid in {r.get("stack_id") for r in rows}}
         for r in rows:
             r["frames"] = frames[r.get("stack_id")]
-    return {"group_by": group_by, "has_device": has_device(trace), "matrix_unit": trace.matrix_unit, "rows": rows}
+    return {"group_by": group_by, "has_device": has_device(trace), "matrix_unit": trace.matrix_unit, "rows": rows,
+            **count}
 
 
 def operation_stack(trace, group_by: str, op_name: str, input_shape: str | None) -> dict:
-    from tb_profiler.analysis.operators import operator_stacks
+    from tb_profiler.analysis.operators import operator_stacks, operators_frame
 
     shape = input_shape if OP_GROUPS[group_by] == "input_shape" else None
-    rows = to_jsonable(operator_stacks(trace, op_name, shape))
-    if not rows:
-        table = trace.operators(OP_GROUPS[group_by])
-        hit = table["name"] == op_name
-        if shape is not None and "input_shape" in table:
-            hit &= table["input_shape"] == shape
+    table = operator_stacks(trace, op_name, shape)
+    if not len(table):
+        ops = operators_frame(trace, OP_GROUPS[group_by])
+        hit = ops["name"] == op_name
+        if shape is not None and "input_shape" in ops:
+            hit &= ops["input_shape"] == shape
         if not bool(hit.any()):
-            what = f"operator {op_name!r}" + (f" with input shape {shape!r}" if shape is not None else "")
+            what = f"operator {shown(op_name, 200)!r}" + (f" with input shape {shown(shape, 200)!r}"
+                                                          if shape is not None else "")
             raise NotFound(f"no {what} in this trace")
-    return {"op_name": op_name, "input_shape": shape, "rows": rows}
+    rows, count = _page(table)
+    return {"op_name": shown(op_name), "input_shape": shown(shape), "rows": rows, **count}
 
 
 # -- kernels -------------------------------------------------------------------------------
+def _kernels(trace, group_by: str = "name"):
+    from tb_profiler.analysis.kernels import _empty, kernels_frame
+
+    return kernels_frame(trace, group_by) if has_device(trace) else _empty(group_by)
+
+
 def kernel_pie(trace, top: int) -> dict:
-    rows = to_jsonable(trace.kernels("name")) if has_device(trace) else []
-    return {"total_ns": sum(r.get("total_ns") or 0 for r in rows), "rows": _pie(rows, "total_ns", top)}
+    df = _kernels(trace)
+    return {"total_ns": int(df["total_ns"].sum()) if len(df) else 0, "rows": _pie(df, "total_ns", top)}
 
 
 def kernel_table(trace, group_by: str) -> dict:
-    rows = to_jsonable(trace.kernels(KERNEL_GROUPS[group_by])) if has_device(trace) else []
-    return {"group_by": group_by, "matrix_unit": trace.matrix_unit, "rows": rows}
+    rows, count = _page(_kernels(trace, KERNEL_GROUPS[group_by]))
+    return {"group_by": group_by, "matrix_unit": trace.matrix_unit, "rows": rows, **count}
 
 
 def kernel_tc(trace) -> dict:
-    rows = to_jsonable(trace.kernels("name")) if has_device(trace) else []
-    total = sum(r.get("total_ns") or 0 for r in rows)
-    using = sum(r.get("total_ns") or 0 for r in rows if r.get("tensor_cores"))
+    df = _kernels(trace)
+    total = int(df["total_ns"].sum()) if len(df) else 0
+    using = int(df["total_ns"][df["tensor_cores"].to_numpy(dtype=bool)].sum()) if len(df) else 0
     unit = trace.matrix_unit
     if unit is None:  # kernel names do not tell on this backend
         return {"total_ns": total, "using_tc_pct": None, "unit": None, "rows": []}
@@ -260,10 +297,10 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     t0 = origin(trace)
     out = trace.range_stats(t0 + start_ns, t0 + end_ns)
     rows = out["rows"]
-    shown = rows.groupby("kind", sort=False).head(MAX_RANGE_ROWS)
-    left = rows.groupby("kind", sort=False).size() - shown.groupby("kind", sort=False).size()
+    kept = rows.groupby("kind", sort=False).head(MAX_RANGE_ROWS)
+    left = rows.groupby("kind", sort=False).size() - kept.groupby("kind", sort=False).size()
     return {"start_ns": start_ns, "end_ns": end_ns, "events": out["events"], "kinds": to_jsonable(out["kinds"]),
-            "rows": to_jsonable(shown), "more": {k: int(n) for k, n in left.items() if n > 0}, "notes": out["notes"]}
+            "rows": bounded(to_jsonable(kept)), "more": {k: int(n) for k, n in left.items() if n > 0}, "notes": out["notes"]}
 
 
 def memory_stats(trace, device: str | None, start_ns: int | None, end_ns: int | None) -> dict:

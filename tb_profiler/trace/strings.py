@@ -6,6 +6,7 @@ a name (its kind, "is it ProfilerStep#N?", "is this pid numeric?") is computed o
 """
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import numpy as np
@@ -57,3 +58,55 @@ def resolve(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
     ext[:n] = strings
     ext[n] = None
     return ext[np.where((ids >= 0) & (ids < n), ids, n)]
+
+
+# -- long strings -----------------------------------------------------------------------------
+# The decoder keeps at most decode.STRING_MAX bytes of a string and marks a cut one with the
+# tail below (native/intern.c); a reply that lists strings shows at most SHOW_MAX bytes of
+# each, marked the same way.  Why: a name is untrusted text of any length (one 500 MB event
+# name in a half-megabyte .gz file); what the server keeps and sends must not follow it.
+SHOW_MAX = 4096
+_CUT_TAIL = re.compile(r" \[\.\.\. cut: first (\d+) of (\d+) bytes\]\Z")
+_FAST = SHOW_MAX // 4  # characters that cannot exceed SHOW_MAX bytes in UTF-8
+
+
+def cut_length(s: str | None) -> int | None:
+    """The full length in bytes of a string the decoder (or ``shown``) cut; None for a
+    string kept whole."""
+    if not isinstance(s, str) or not s.endswith("bytes]"):
+        return None
+    m = _CUT_TAIL.search(s)
+    return int(m.group(2)) if m else None
+
+
+def shown(s, limit: int = SHOW_MAX):
+    """s when its UTF-8 form is at most ``limit`` bytes, else its first bytes (whole
+    characters) and the tail `` [... cut: first K of N bytes]`` with N its full length
+    (a cut string's original one); anything not a str as it is."""
+    if not isinstance(s, str) or len(s) <= limit // 4:
+        return s
+    raw = s.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return s
+    full = cut_length(s) or len(raw)
+    kept = raw[:max(0, limit - 64)].decode("utf-8", "ignore")
+    return f"{kept} [... cut: first {len(kept.encode('utf-8', 'surrogatepass'))} of {full} bytes]"
+
+
+def shown_all(values) -> list:
+    """``shown`` over a list (or array) of strings: what a reply lists."""
+    return [v if not isinstance(v, str) or len(v) <= _FAST else shown(v) for v in values]
+
+
+def bounded(doc, limit: int = SHOW_MAX):
+    """A JSON-like document (dicts, lists, scalars) with every string ``shown``: the last
+    word on how long a string a reply may carry, whatever view built it."""
+    kind = type(doc)
+    if kind is str:
+        return doc if len(doc) <= _FAST else shown(doc, limit)
+    if kind is dict:
+        return {k if type(k) is not str or len(k) <= _FAST else shown(k, limit): bounded(v, limit)
+                for k, v in doc.items()}
+    if kind is list or kind is tuple:
+        return [bounded(v, limit) for v in doc]
+    return doc
