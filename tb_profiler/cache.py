@@ -56,6 +56,7 @@ _STRING_OFFSETS = "__strings.offsets"
 _BLOB = "__args_blob"
 _ZDATA = "__args_zdata"
 _ZOFFSETS = "__args_zoffsets"
+READ_BELOW = 1 << 20  # bytes: an entry this small is read, not mapped (read_entry)
 
 
 class CacheWarning(UserWarning):
@@ -182,12 +183,18 @@ class _Invalid(Exception):
 
 def read_entry(path: str, key: CacheKey, on_damage=None) -> Entry | None:
     """The entry at path if it is intact and matches key, else None (miss, stale or corrupt).
-    Its arrays are checked when first read (CheckedArrays, which calls on_damage)."""
+    Its arrays are checked when first read (CheckedArrays, which calls on_damage).
+
+    An entry of up to READ_BELOW bytes is read into memory, a bigger one is mapped.  Why:
+    a map holds a file descriptor as long as the arrays live (Python's mmap keeps one), and
+    a server holding thousands of small traces would run out of descriptors (1,024 by
+    default) for a saving of nothing."""
     try:
         with open_regular(path) as f:  # a FIFO planted at the entry path must not block the load
-            if os.fstat(f.fileno()).st_size < _PREFIX.size:
+            size = os.fstat(f.fileno()).st_size
+            if size < _PREFIX.size:
                 return None
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mm = f.read() if size <= READ_BELOW else mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
     entry = entry_from_buffer(mm, key, path, on_damage)

@@ -4,6 +4,7 @@ real HTTP by TensorBoard and `tb-profiler serve` in test_plugin_http.py."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -242,3 +243,49 @@ def test_fsspec_logdir(make, sample_logdir):
         assert r.status_code == 200 and r.get_data()[:2] == b"\x1f\x8b"
     finally:
         fs.rm("/plugin_test_log", recursive=True)
+
+
+def _held(path: Path) -> list[str]:
+    """What of this process still refers to path: open descriptors, memory maps."""
+    target = str(path)
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link in (target, target + " (deleted)"):
+            fds.append(f"fd {fd}: {link}")
+    with open("/proc/self/maps") as f:
+        maps = [line.strip() for line in f if target in line]
+    return fds + maps
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc (Linux)")
+def test_a_deleted_or_replaced_trace_is_let_go(tmp_path, make):
+    """Issue 18: a plain JSON trace's args text stays in the file (trace.args_text.FileArgs),
+    so a loaded trace holds the file open; once discovery sees it deleted (or replaced by
+    another file) the server closes it, and its disk space comes back without a restart."""
+    from datafiles import V100_TRACE, read_bytes
+
+    text = read_bytes(V100_TRACE)
+    logdir = tmp_path / "log"
+    for run in ("gone", "replaced", "kept"):
+        (logdir / run).mkdir(parents=True)
+        (logdir / run / "w.pt.trace.json").write_bytes(text)
+    _, c = make(logdir)
+    for run in ("gone", "replaced", "kept"):
+        assert get(c, f"trace/event?run={run}&i=0")["args"] is not None
+    wait_for(lambda: not get(c, "status")["loading"], "loading to end")
+    gone, replaced, kept = (logdir / run / "w.pt.trace.json" for run in ("gone", "replaced", "kept"))
+    assert _held(gone) and _held(replaced) and _held(kept)  # what makes this test able to fail
+
+    os.unlink(gone)
+    fresh = tmp_path / "fresh.json"
+    fresh.write_bytes(text)
+    os.replace(fresh, replaced)  # the old file, unlinked, lives on only through what holds it
+    wait_for(lambda: get(c, "runs")["runs"] == ["kept", "replaced"], "the deleted run to leave the list")
+    wait_for(lambda: not _held(gone), "the deleted file let go")
+    wait_for(lambda: not [h for h in _held(replaced) if "(deleted)" in h], "the replaced file let go")
+    assert get(c, "trace/event?run=replaced&i=0")["args"] is not None  # the new one loads and reads
+    assert get(c, "trace/event?run=kept&i=0")["args"] is not None and _held(kept)

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from tb_profiler.trace.args_text import resident_nbytes
+from tb_profiler.trace.args_text import FileArgs, resident_nbytes
 
 logger = logging.getLogger("tb_profiler.plugin")
 
@@ -71,21 +71,58 @@ class FileEntry:
         return (self.path, self.size, self.mtime, self.tag)
 
 
+PER_TRACE_BYTES = 192 << 10  # what a loaded trace costs beyond its arrays (see trace_nbytes)
+
+
 def trace_nbytes(trace: Any) -> int:
     """Approximate memory held by a Trace: its arrays, args text and strings, plus half
-    again for the analyses' memoized columns."""
+    again for the analyses' memoized columns, plus PER_TRACE_BYTES for what every trace
+    costs whatever its size (its Python objects, tables, header, the Trace view's index):
+    measured at 130 KB loaded and 210 KB prepared for a 15 KB trace, which the arrays
+    alone put at 16 KB, so a logdir of thousands of small traces overran the memory cap
+    ten times over."""
     state = getattr(trace, "_state", None)
     total = 0
     if state is not None:
-        arrays = state.arrays
-        own = getattr(arrays, "nbytes", None)  # a cache entry's: sized from its header, not read
-        total += own() if callable(own) else sum(getattr(a, "nbytes", 0) for a in arrays.values())
+        total += _arrays_nbytes(state.arrays)
         blob = state.args_blob
         total += resident_nbytes(blob) if blob is not None else 0
     strings = getattr(trace, "strings", None)
     if strings is not None:
         total += sum(len(s) + 56 for s in strings if s is not None)
-    return int(total * 1.5) + 4096
+    return int(total * 1.5) + PER_TRACE_BYTES
+
+
+def trace_handles(trace: Any) -> int:
+    """Files a loaded trace may hold open: its args text read from the trace file, and
+    maps of its cache entry and stored parts once written (an entry under cache.READ_BELOW
+    is read, not mapped)."""
+    from tb_profiler.cache import READ_BELOW
+
+    state = getattr(trace, "_state", None)
+    if state is None:
+        return 0
+    return int(isinstance(state.args_blob, FileArgs)) + (2 if _arrays_nbytes(state.arrays) >= READ_BELOW // 2 else 0)
+
+
+def _arrays_nbytes(arrays) -> int:
+    own = getattr(arrays, "nbytes", None)  # a cache entry's: sized from its header, not read
+    return own() if callable(own) else sum(getattr(a, "nbytes", 0) for a in arrays.values())
+
+
+def handle_budget() -> int:
+    """How many files the LRU's traces may hold open together: half the descriptors this
+    process may open (the soft RLIMIT_NOFILE, 1,024 by default on Linux), the rest left to
+    sockets, the cache and everything else."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 512
+    if soft == getattr(resource, "RLIM_INFINITY", -1) or soft <= 0:
+        return 1 << 16
+    return max(16, soft // 2)
 
 
 def _prepare(trace: Any) -> None:
@@ -114,11 +151,14 @@ class Loading:
     ``cache_dir``; ``_init_loading`` sets up the rest."""
 
     def _init_loading(self) -> None:
-        self._lru: "OrderedDict[str, tuple[Any, int]]" = OrderedDict()
+        self._lru: "OrderedDict[str, tuple[Any, int, int]]" = OrderedDict()  # path -> (trace, bytes, handles)
         self._lru_bytes = 0
+        self._lru_handles = 0
+        self.max_handles = handle_budget()
         self._queue: "queue.PriorityQueue[tuple]" = queue.PriorityQueue()
         self._seq = itertools.count()
         self._to_prepare: "queue.SimpleQueue[tuple | None]" = queue.SimpleQueue()
+        self.changes = 0            # bumps whenever a file's state or the LRU changes (status is built again)
         self.lru_loads = 0          # traces ever put into the LRU
         self.lru_peak_bytes = 0     # the most bytes the LRU ever held
 
@@ -198,6 +238,7 @@ class Loading:
                     self._insert(entry.path, trace)
                     kept = True
             entry.loading = entry.running = False
+            self.changes += 1
             entry.done.set()
         if kept:
             self._prepare_later(entry.path, trace)
@@ -205,13 +246,16 @@ class Loading:
             release_file(trace)
 
     def _insert(self, path: str, trace: Any) -> None:
-        size = trace_nbytes(trace)
+        """Keep a loaded trace, evicting the least recently used while the LRU is over its
+        memory cap or holds more open files than handle_budget()."""
+        size, handles = trace_nbytes(trace), trace_handles(trace)
         if path in self._lru:
             self._evict(path)
-        self._lru[path] = (trace, size)
+        self._lru[path] = (trace, size, handles)
         self._lru_bytes += size
+        self._lru_handles += handles
         self.lru_loads += 1
-        while self._lru_bytes > self.memory_bytes and len(self._lru) > 1:
+        while (self._lru_bytes > self.memory_bytes or self._lru_handles > self.max_handles) and len(self._lru) > 1:
             self._evict(next(iter(self._lru)))
         self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
 
@@ -219,6 +263,8 @@ class Loading:
         item = self._lru.pop(path, None)
         if item is not None:
             self._lru_bytes -= item[1]
+            self._lru_handles -= item[2]
+            self.changes += 1
 
     def trace(self, entry: FileEntry, timeout: float = 600.0) -> Any:
         """The parsed trace of ``entry``, loading it if needed (blocking: worker threads only).

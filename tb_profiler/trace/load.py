@@ -11,7 +11,9 @@ is written the trace moves onto it (``Trace.adopt``: its arrays memory-mapped fr
 entry instead of anonymous memory).  A later load of the same file in this process
 waits for that write.
 A plain local JSON trace is decoded from a read-only map of the file (no copy), and its
-args text stays in the file (read on demand), so neither memory nor the entry holds it.
+args text stays in the file (read on demand), so neither memory nor the entry holds it;
+below ARGS_IN_MEMORY_BELOW (1 MiB) the text is kept in memory instead (and the entry
+stores it compressed), so a small trace holds no file open.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from tb_profiler.trace.model import Trace
 
 Progress = Callable[[int, int], None]
 _PROGRESS_EVERY_S = 0.25
+ARGS_IN_MEMORY_BELOW = 1 << 20  # bytes: a plain trace this small keeps its args text in memory, not in the file
 
 
 def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
@@ -125,8 +128,10 @@ def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0
         if file is not None:
             # The args are read from the file from now on, not from the map, which goes
             # now: its pages (the whole file) would count in this process's memory while
-            # the tables are built.
-            decoded.args_blob = FileArgs(os.dup(file.fileno()), os.fstat(file.fileno()).st_size)
+            # the tables are built.  A small file's text is kept instead: an open file per
+            # trace would run a server of thousands of small traces out of descriptors.
+            size = os.fstat(file.fileno()).st_size
+            decoded.args_blob = bytes(buf) if size <= ARGS_IN_MEMORY_BELOW else FileArgs(os.dup(file.fileno()), size)
             buf = None
         state = build_state(decoded, buf)
     finally:
