@@ -8,8 +8,10 @@ never two full copies of the text (a short hint grows the buffer in place).
 
 Files are untrusted, so reading is bounded: only regular files are opened (a FIFO or a
 device would block or never end), the text may not exceed ``max_trace_bytes()`` (a
-gzip bomb stops there instead of exhausting memory), and text whose first MiB is only
-whitespace is rejected as soon as that MiB is read.
+gzip bomb stops there instead of exhausting memory), text whose first MiB is only
+whitespace is rejected as soon as that MiB is read, and gzip text past PADDING_FREE bytes
+that inflates more than MAX_INFLATION x the compressed bytes read is refused as padding
+(the padding rule: a bomb costs what its file holds, not what it inflates to).
 """
 from __future__ import annotations
 
@@ -53,6 +55,12 @@ _GZIP_GUESS = 10  # text per gzip byte, where no trailer was read (trace JSON de
 _WHITESPACE = np.zeros(256, dtype=bool)
 _WHITESPACE[list(b" \t\r\n")] = True
 MAX_BYTES_ENV = "TB_PROFILER_MAX_TRACE_BYTES"
+# The padding rule: past PADDING_FREE bytes of text, a gzip file may inflate at most
+# MAX_INFLATION x (text per compressed byte read so far); real Kineto traces inflate
+# 18-30x.  Why: what a .gz costs must follow what the file holds, not what it inflates to
+# (2 MB of gzip inflate to 2 GiB of whitespace, a 0.5 MB one to a 500 MB event name).
+PADDING_FREE = 64 << 20
+MAX_INFLATION = 256
 _MEMORY_FRACTION = 2  # default limit: 1/2 of the available memory (decoding needs about as much again)
 
 
@@ -470,7 +478,7 @@ def _inflate_member(src: memoryview, start: int, sink: _Sink) -> int:
     at = start
     while not d.eof:
         if at >= len(src):  # all input fed: what the inflater still holds, then it must be done
-            sink.put(d.flush())
+            sink.put(d.flush(), at)
             if not d.eof:
                 raise TraceFormatError(sink.source, "truncated gzip stream", offset=sink.pos)
             break
@@ -482,7 +490,7 @@ def _inflate_member(src: memoryview, start: int, sink: _Sink) -> int:
             if not piece and len(tail) == len(data) and not d.eof:
                 raise TraceFormatError(sink.source, "corrupt gzip data (the inflater makes no progress)",
                                        offset=sink.pos)
-            sink.put(piece)
+            sink.put(piece, at - len(tail))
             data = tail
     return at - len(d.unused_data)
 
@@ -501,10 +509,13 @@ class _Sink:
         self.checked = False
         self.progress, self.expected, self.reported = progress, capacity, 0
 
-    def put(self, piece: bytes) -> None:
+    def put(self, piece: bytes, consumed: int) -> None:
+        """Append piece, inflated from the first ``consumed`` compressed bytes."""
         end = self.pos + len(piece)
         if end > self.limit:
             raise TraceFormatError(self.source, f"gzip data inflates to more than the limit of {self.over}")
+        if end > PADDING_FREE and end > MAX_INFLATION * consumed:
+            raise TraceFormatError(self.source, padding_message(np.frombuffer(self.mm, np.uint8, self.pos), consumed))
         if end > len(self.mm):  # the ISIZE hint was short: grow geometrically, up to the limit
             self._grow(min(max(end, 2 * len(self.mm)), self.limit))
         self.mm[self.pos:end] = piece
@@ -531,6 +542,18 @@ class _Sink:
         if not self.checked:
             _check_head(out, self.pos, self.source, True)
         return out
+
+
+def padding_message(text: np.ndarray, consumed: int) -> str:
+    """Why a gzip file whose text inflates past MAX_INFLATION x is refused, with what its
+    text holds (its share of whitespace, how rare its JSON objects are)."""
+    n = max(len(text), 1)
+    blank = int(np.count_nonzero(_WHITESPACE[text])) / n
+    objects = int(np.count_nonzero(text == ord("{")))
+    every = f"one per {n // objects} bytes" if objects else "none"
+    return (f"refused: its gzip data inflates more than {MAX_INFLATION}x ({len(text)} bytes of text from the "
+            f"first {consumed} compressed bytes; real Kineto traces inflate 18-30x): the text is mostly padding "
+            f"({blank:.1%} whitespace, '{{' characters: {every}; real traces hold an event every few hundred bytes)")
 
 
 def _anonymous_map(size: int) -> mmap.mmap:
