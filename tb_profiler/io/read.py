@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - isal is an optional speed-up
 inflater = INFLATERS.get("isal", zlib)
 
 __all__ = ["INFLATE_ERRORS", "LINK_LOOP", "MAX_BYTES_ENV", "NotARegularFile", "is_link_loop", "is_url",
-           "local_stamp", "local_tag", "map_plain_trace", "max_trace_bytes", "open_regular", "read_head",
+           "local_stamp", "local_tag", "map_plain_trace", "max_trace_bytes", "open_regular", "read_head", "text_size_hint",
            "read_trace_bytes", "remote_identity", "remote_stamp", "remote_tag", "source_id", "stat_key", "url_fs"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -271,6 +271,30 @@ class _Meter:
     def finish(self, text: int) -> None:
         """The read is over: all its work is done (the decode's share, when counted, is ahead)."""
         self._send(self.base, self.base, text)
+
+
+def text_size_hint(path_or_url: str | os.PathLike, max_bytes: int | None = None) -> int:
+    """The bytes of text a trace file is expected to hold, before reading it (what a load
+    reserves of the shared budget, io.budget): a plain file's size; a gzip file's ISIZE
+    trailer (30x its size where the trailer is shorter than the file: wrapped or damaged),
+    at most MAX_INFLATION x its size; capped at the limit.  0 when it cannot be told (the
+    read then says what is wrong)."""
+    limit = max_trace_bytes() if max_bytes is None else int(max_bytes)
+    try:
+        if is_url(path_or_url):
+            fs, path = url_fs(os.fspath(path_or_url))
+            size = int(fs.size(path) or 0)
+            gz = str(path).endswith(".gz")
+            return min(limit, size * (_GZIP_GUESS * 3 if gz else 1))
+        with open_regular(local_path(path_or_url)) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 18 or f.read(2) != _GZIP_MAGIC:
+                return min(limit, size)
+            f.seek(size - 4)
+            isize = int.from_bytes(f.read(4), "little")
+    except Exception:  # noqa: BLE001 - only an estimate: the read reports any real problem
+        return 0
+    return min(limit, MAX_INFLATION * size, isize if isize >= size else _GZIP_GUESS * 3 * size)
 
 
 def map_plain_trace(path_or_url: str | os.PathLike, max_bytes: int | None = None):

@@ -28,7 +28,8 @@ from tb_profiler import (
     decode as _decode,  # attribute lookups at call time: tests swap in tripwires
 )
 from tb_profiler.errors import TraceFormatError
-from tb_profiler.io.read import map_plain_trace, read_trace_bytes, source_id, stat_key
+from tb_profiler.io.budget import reserve
+from tb_profiler.io.read import map_plain_trace, read_trace_bytes, source_id, stat_key, text_size_hint
 from tb_profiler.trace.args_text import BlockArgs, FileArgs
 from tb_profiler.trace.build import MODEL_VERSION, TraceState, build_state
 from tb_profiler.trace.model import Trace
@@ -98,8 +99,9 @@ def _from_entry(hit: _cache.Entry, healer: "_Healer") -> Trace | None:
 
 
 def _fresh_state(path, source: str, max_bytes: int | None, progress: Progress | None = None) -> TraceState:
-    try:
-        return _decode_file(path, source, max_bytes, time.perf_counter(), progress)
+    try:  # the text it expects held of the budget every load of this machine shares (io.budget)
+        with reserve(text_size_hint(path, max_bytes)):
+            return _decode_file(path, source, max_bytes, time.perf_counter(), progress)
     except MemoryError:  # numpy's _ArrayMemoryError included: a message, not a traceback
         raise TraceFormatError(source, "out of memory while reading and decoding it (set "
                                        "TB_PROFILER_MAX_TRACE_BYTES lower to refuse such files early)") from None
