@@ -32,6 +32,7 @@ KIND_LABELS = {
     Role.COMPUTE: ("kernel", "Kernels"), Role.MEMCPY: ("memcpy", "Memcpy"), Role.MEMSET: ("memset", "Memset"),
     Role.DEVICE_MARK: ("device_mark", "Device annotations and syncs"), Role.OTHER: ("other", "Other"),
 }
+_KIND_OF_ROLE = np.array([KIND_LABELS[r][0] if r in KIND_LABELS else "other" for r in Role], dtype=object)
 _ORDER = [Role.HOST_OP, Role.COMPUTE, Role.MEMCPY, Role.MEMSET, Role.RUNTIME, Role.ANNOTATION, Role.PYTHON,
           Role.DEVICE_MARK, Role.OTHER]
 
@@ -86,7 +87,7 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     rank[[int(r) for r in _ORDER]] = np.arange(len(_ORDER))
     out["order"] = rank[out["role"].to_numpy(np.int64)]
     out = out.sort_values(["order", "total_ns", "count"], ascending=[True, False, False], kind="stable")
-    out["kind"] = [KIND_LABELS[Role(r)][0] for r in out["role"].tolist()]
+    out["kind"] = _KIND_OF_ROLE[out["role"].to_numpy(np.int64)]  # a lookup, not an Enum call per row
     out["name"] = trace.str(out["name_id"].to_numpy(np.int64)) if len(out) else np.zeros(0, object)
     out["avg_ns"] = np.rint(out["avg_ns"].to_numpy(np.float64)).astype(np.int64)
     result = out[RANGE_COLUMNS].reset_index(drop=True).astype({"count": np.int64, "total_ns": np.int64,

@@ -40,9 +40,9 @@ except ImportError:  # pragma: no cover - isal is an optional speed-up
     pass
 inflater = INFLATERS.get("isal", zlib)
 
-__all__ = ["INFLATE_ERRORS", "LINK_LOOP", "MAX_BYTES_ENV", "NotARegularFile", "is_link_loop", "is_url",
-           "local_stamp", "local_tag", "map_plain_trace", "max_trace_bytes", "open_regular", "read_head", "text_size_hint",
-           "read_trace_bytes", "remote_identity", "remote_stamp", "remote_tag", "source_id", "stat_key", "url_fs"]
+__all__ = ["INFLATE_ERRORS", "LINK_LOOP", "MAX_BYTES_ENV", "NotARegularFile", "is_link_loop", "is_url", "local_stamp",
+           "local_tag", "map_plain_trace", "max_trace_bytes", "open_regular", "read_head", "read_trace_bytes",
+           "remote_identity", "remote_stamp", "remote_tag", "source_id", "stat_key", "text_size_hint", "url_fs"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _IN_CHUNK = 1 << 20   # compressed bytes fed per call
