@@ -19,7 +19,7 @@ analysis, jumping the loading queue), then every 0.5 s until every file is loade
 Trace view window and the operator table of the good run (new parameters each time: computed,
 not answered from the response cache), ``runs`` and ``status``: "settle" is the time to
 that point, "max" the slowest of those answers, "threads" the most threads alive at once,
-"rss" the child's peak RSS.  The smallest size of each case is the baseline of the same run:
+"fds" the most open file descriptors, "rss" the child's peak RSS.  The smallest size of each case is the baseline of the same run:
 "per file" divided by the baseline's says how the cost grows (1.0: linear; N/N0: O(N²)).
 
 --code DIR runs the children against the tb_profiler package in DIR (an export of an older
@@ -63,7 +63,7 @@ a = time.perf_counter()
 first = client.get(P + "overview?run=good")
 first_s = time.perf_counter() - a
 assert first.status_code == 200, first.get_data()[:300]
-slowest, asked, threads, answers, i = {}, 0, threading.active_count(), {}, 0
+slowest, asked, threads, answers, i, fds = {}, 0, threading.active_count(), {}, 0, 0
 while True:
     i += 1
     for name, route in (("trace", f"trace?run=good&width={600 + i}"), ("operation", f"operation?run=good&top={1 + i}"),
@@ -75,15 +75,16 @@ while True:
         slowest[name] = max(slowest.get(name, 0.0), took)
         asked += 1
     threads = max(threads, threading.active_count())
+    fds = max(fds, len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else -1)
     if not state.loading or time.perf_counter() - t0 > timeout:
         break
     time.sleep(0.5)
 settle = time.perf_counter() - t0
-st = state.status()
-loaded = sum(r["loaded_files"] + r["failed_files"] for r in st["runs"])
-files = sum(r["files"] for r in st["runs"])
+entries = state.entries()
+loaded = sum(e.state in ("loaded", "failed") for e in entries)
+files = len(entries)
 print(json.dumps({"first_overview_s": first_s, "settle_s": settle, "settled": not state.loading, "files_done": loaded, "files": files,
-                  "latency_s": slowest, "asked": asked, "threads": threads, "answers": answers,
+                  "latency_s": slowest, "asked": asked, "threads": threads, "fds": fds, "answers": answers,
                   "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 state.stop()
 os._exit(0)
@@ -208,7 +209,7 @@ def main(argv=None) -> int:
         print(f"\n{what}: time until every file is loaded; the good run asked every 0.5 s meanwhile")
         head = (f"{'files':>7}{'settled':>9}{'done':>7}{'settle':>9}{'per file':>10}{'vs base':>9}"
                 f"{'first':>8}{'trace max':>11}{'ops max':>9}{'runs max':>10}{'status max':>12}{'threads':>9}"
-                f"{'rss MiB':>9}")
+                f"{'fds':>7}{'rss MiB':>9}")
         print(head)
         print("-" * len(head))
         for r in results[case]:
@@ -216,7 +217,7 @@ def main(argv=None) -> int:
             print(f"{r['n']:>7}{'yes' if r['settled'] else 'NO':>9}{r['files_done']:>7}{r['settle_s']:>8.1f}s"
                   f"{r['per_file_ms']:>8.2f}ms{r['per_file_vs_baseline']:>8.2f}x{r['first_overview_s']:>7.2f}s"
                   f"{lat['trace']:>10.3f}s{lat['operation']:>8.3f}s{lat['runs']:>9.3f}s{lat['status']:>11.3f}s"
-                  f"{r['threads']:>9}{r['rss_mib']:>9.0f}")
+                  f"{r['threads']:>9}{r.get('fds', -1):>7}{r['rss_mib']:>9.0f}")
     return 0
 
 

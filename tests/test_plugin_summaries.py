@@ -96,7 +96,13 @@ def serve(tmp_path):
 
 
 def one_trace_bytes(path: Path) -> int:
-    return trace_nbytes(tb_profiler.load(path, cache=False))
+    """What one rank's trace counts in the server's LRU: read from its cache entry, as the
+    server holds it (a small plain trace decoded without a cache keeps its args text in memory)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        tb_profiler.load(path, cache_dir=cache, background=False)
+        return trace_nbytes(tb_profiler.load(path, cache_dir=cache))
 
 
 # -- the run-level routes read summaries only -----------------------------------------------------

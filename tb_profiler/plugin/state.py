@@ -30,6 +30,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from tb_profiler.io.discovery import natural_key
@@ -130,6 +131,62 @@ def _relative(path: str, logdir: str) -> str:
     return os.path.basename(path)
 
 
+@dataclass(frozen=True)
+class _Snap:
+    """What the status document says of one file, copied under the lock."""
+
+    run: str
+    worker: str
+    index: int
+    suffix: str | None
+    size: int
+    state: str
+    error: str | None
+    summary_state: str
+    summary_error: str | None
+    rel: str
+    done: bool          # background work on it is over (ProfilerState._done)
+    done_bytes: int     # its size when done, else the part its decoder walked
+
+    @classmethod
+    def of(cls, e: FileEntry, done: bool) -> "_Snap":
+        walked = e.size if done else int(e.size * e.fraction) if e.running else 0
+        return cls(e.run, e.worker, e.index, e.suffix, e.size, e.state, e.error, e.summary_state, e.summary_error,
+                   e.rel, done, walked)
+
+
+def _run_status(name: str, files: list[_Snap], multi: bool) -> dict:
+    """One run's part of the status document."""
+    states = [f.state for f in files]
+    failed = states.count(FAILED)
+    state = "loading" if not all(f.done for f in files) else "failed" if files and failed == len(files) else "ready"
+    workers: dict[str, list[dict]] = {}
+    for f in sorted(files, key=lambda f: (natural_key(f.worker), f.index)):
+        workers.setdefault(f.worker, []).append(
+            {"span": str(f.index), "suffix": f.suffix, "size": f.size, "state": f.state,
+             "error": f.error, "summary": f.summary_state, "summary_error": f.summary_error})
+    return {"name": name, "state": state, "total_bytes": sum(f.size for f in files),
+            "loaded_bytes": sum(f.done_bytes for f in files), "files": len(files),
+            "loaded_files": states.count(LOADED), "failed_files": failed, "summarized_in_background": multi,
+            "summaries": _summary_counts(files), "workers": workers}
+
+
+def _summary_counts(files: list) -> dict:
+    """Files (FileEntry or _Snap) summarized or failed, of how many, and their bytes."""
+    done = [f for f in files if f.summary_state in (S_READY, S_FAILED)]
+    return {"summarized": len(done), "total": len(files), "failed": sum(f.summary_state == S_FAILED for f in files),
+            "summarized_bytes": sum(f.size for f in done), "total_bytes": sum(f.size for f in files)}
+
+
+def _skipped_rows(found: list, root: str, files: list[_Snap]) -> list[dict]:
+    """Discovery's skipped files, files that failed to load, files whose summary failed."""
+    out = [{"run": None, "path": _relative(s.path, root), "reason": s.reason} for s in found]
+    out += [{"run": f.run, "path": f.rel, "reason": f.error or "could not be read"} for f in files if f.state == FAILED]
+    out += [{"run": f.run, "path": f.rel, "reason": f.summary_error or "not summarized"}
+            for f in files if f.summary_state == S_FAILED and f.state != FAILED]
+    return sorted(out, key=lambda s: s["path"])
+
+
 class ProfilerState(Loading):
     """Discovery, loading (plugin.loading), per-file summaries and the in-memory trace LRU
     for one logdir."""
@@ -166,6 +223,7 @@ class ProfilerState(Loading):
         self._dask_retry_at = 0.0   # after Dask failed, the local pool builds until then
         self._init_loading()
         self._status_kept: tuple | None = None  # (when, seconds it took, changes, document)
+        self._merging = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> "ProfilerState":
@@ -224,20 +282,25 @@ class ProfilerState(Loading):
         self._scanned.set()
 
     def _merge(self, found: Any) -> None:
+        with self._merging:  # one merge at a time; the entries are matched outside the state's lock
+            self._merge_locked(found)
+
+    def _merge_locked(self, found: Any) -> None:
         new: dict[str, FileEntry] = {}
         with self._lock:
             old = self._entries
-            for run in found.runs:
-                for worker, spans in run.workers.items():
-                    for s in spans:
-                        e = old.get(s.path)
-                        if (e is not None and e.size == s.size and e.mtime == s.mtime and e.tag == s.tag
-                                and e.run == run.name and e.worker == worker):
-                            e.index, e.suffix = s.index, s.span
-                        else:
-                            e = FileEntry(run.name, worker, s.index, s.span, s.path,
-                                          _relative(s.path, found.logdir), s.size, s.mtime, tag=s.tag)
-                        new[s.path] = e
+        for run in found.runs:  # what is read of an entry here (path, size, times, tag, names) never changes
+            for worker, spans in run.workers.items():
+                for s in spans:
+                    e = old.get(s.path)
+                    if (e is not None and e.size == s.size and e.mtime == s.mtime and e.tag == s.tag
+                            and e.run == run.name and e.worker == worker):
+                        e.index, e.suffix = s.index, s.span
+                    else:
+                        e = FileEntry(run.name, worker, s.index, s.span, s.path,
+                                      _relative(s.path, found.logdir), s.size, s.mtime, tag=s.tag)
+                    new[s.path] = e
+        with self._lock:
             changed = set(new) != set(old) or any(new[p] is not old.get(p) for p in new)
             for path in set(self._lru) - {p for p, e in new.items() if e is old.get(p)}:
                 was, now = old.get(path), new.get(path)
@@ -256,13 +319,14 @@ class ProfilerState(Loading):
                 self.generation += 1
             self._multi = {r.name for r in found.runs if len(r.workers) > 1}
             order = {r.name: i for i, r in enumerate(found.runs)}
-            todo = sorted((e for e in new.values() if e.state == PENDING and not e.loading),
-                          key=lambda e: _first(e, order))
+            todo = [e for e in new.values() if e.state == PENDING and not e.loading and e.run not in self._multi]
             self._queue_summaries(sorted((e for e in new.values() if e.run in self._multi),
                                          key=lambda e: _first(e, order)), front=False)
-        for e in todo:
-            if e.run not in self._multi:  # a run of many ranks is summarized, not loaded
-                self.request_load(e, priority=1)
+        for e in sorted(todo, key=lambda e: _first(e, order)):  # (a run of many ranks is summarized, not loaded)
+            try:
+                self.request_load(e, priority=1)  # which looks again, under the lock
+            except LoadFailed:  # failed meanwhile (its summary found it unreadable)
+                continue
 
     # -- summaries ------------------------------------------------------------------------
     def _queue_summaries(self, entries: list[FileEntry], front: bool) -> bool:
@@ -304,11 +368,7 @@ class ProfilerState(Loading):
     def summary_progress(self, entries: Iterable[FileEntry]) -> dict:
         """Files summarized (or failed) of these entries, and their bytes: what a 202 shows."""
         with self._lock:
-            entries = list(entries)
-            done = [e for e in entries if e.summary_state in (S_READY, S_FAILED)]
-            return {"summarized": len(done), "total": len(entries),
-                    "failed": sum(e.summary_state == S_FAILED for e in entries),
-                    "summarized_bytes": sum(e.size for e in done), "total_bytes": sum(e.size for e in entries)}
+            return _summary_counts(list(entries))
 
     def _summarizer(self) -> None:
         while not self._stop.is_set():
@@ -434,18 +494,12 @@ class ProfilerState(Loading):
         all of them)."""
         with self._lock:
             entries = list(entries)
-            done = sum(e.size if self._done(e) else int(e.size * e.fraction) if e.running else 0 for e in entries)
-            return done, sum(e.size for e in entries)
+            return sum(_Snap.of(e, self._done(e)).done_bytes for e in entries), sum(e.size for e in entries)
 
     def skipped(self) -> list[dict]:
         with self._lock:
-            out = [{"run": None, "path": _relative(s.path, self._root), "reason": s.reason}
-                   for s in self._discovery_skipped]
-            out += [{"run": e.run, "path": e.rel, "reason": e.error or "could not be read"}
-                    for e in self._entries.values() if e.state == FAILED]
-            out += [{"run": e.run, "path": e.rel, "reason": e.summary_error or "not summarized"}
-                    for e in self._entries.values() if e.summary_state == S_FAILED and e.state != FAILED]
-        return sorted(out, key=lambda s: s["path"])
+            found, root, files = list(self._discovery_skipped), self._root, [_Snap.of(e, False) for e in self._entries.values()]
+        return _skipped_rows(found, root, files)
 
     def status(self) -> dict:
         """Every run's and file's state (the status route).  A document that cost
@@ -465,37 +519,21 @@ class ProfilerState(Loading):
             return doc
 
     def _status(self) -> dict:
+        """The status document, built from a copy of what it needs taken under the lock (the
+        copy is quick; the document, for thousands of runs, is not: loaders and requests do
+        not wait for it)."""
         with self._lock:
-            runs = []
-            by_run: dict[str, list[FileEntry]] = {}
-            for e in self._entries.values():
-                by_run.setdefault(e.run, []).append(e)
-            for info in self._runs:
-                es = by_run.get(info.name, [])
-                done, total = self.progress(es)
-                states = [e.state for e in es]
-                failed = states.count(FAILED)
-                state = ("loading" if not all(self._done(e) for e in es)
-                         else "failed" if es and failed == len(es) else "ready")
-                workers: dict[str, list[dict]] = {}
-                for e in sorted(es, key=lambda e: (natural_key(e.worker), e.index)):
-                    workers.setdefault(e.worker, []).append(
-                        {"span": str(e.index), "suffix": e.suffix, "size": e.size, "state": e.state,
-                         "error": e.error, "summary": e.summary_state, "summary_error": e.summary_error})
-                runs.append({"name": info.name, "state": state, "total_bytes": total, "loaded_bytes": done,
-                             "files": len(es), "loaded_files": states.count(LOADED), "failed_files": failed,
-                             "summarized_in_background": info.name in self._multi,
-                             "summaries": self.summary_progress(es), "workers": workers})
-            done, total = self.progress(self._entries.values())
-            return {
-                "loading": self.loading,
-                "scanned_at": self._scanned_at,
-                "scan_error": self._scan_error,
-                "total_bytes": total, "loaded_bytes": done,
-                "memory": {"used_bytes": self._lru_bytes, "cap_bytes": self.memory_bytes,
-                           "traces_in_memory": len(self._lru), "traces_loaded": self.lru_loads,
-                           "peak_bytes": self.lru_peak_bytes,
-                           "summaries_in_memory": sum(e.summary_state == S_READY for e in self._entries.values())},
-                "runs": runs,
-                "skipped": self.skipped(),
-            }
+            files = [_Snap.of(e, self._done(e)) for e in self._entries.values()]
+            runs_info = [(r.name, r.name in self._multi) for r in self._runs]
+            found, root = list(self._discovery_skipped), self._root
+            head = {"loading": self.loading, "scanned_at": self._scanned_at, "scan_error": self._scan_error}
+            memory = {"used_bytes": self._lru_bytes, "cap_bytes": self.memory_bytes,
+                      "traces_in_memory": len(self._lru), "traces_loaded": self.lru_loads,
+                      "peak_bytes": self.lru_peak_bytes}
+        by_run: dict[str, list[_Snap]] = {}
+        for f in files:
+            by_run.setdefault(f.run, []).append(f)
+        runs = [_run_status(name, by_run.get(name, []), multi) for name, multi in runs_info]
+        memory["summaries_in_memory"] = sum(f.summary_state == S_READY for f in files)
+        return {**head, "total_bytes": sum(f.size for f in files), "loaded_bytes": sum(f.done_bytes for f in files),
+                "memory": memory, "runs": runs, "skipped": _skipped_rows(found, root, files)}
