@@ -5,7 +5,6 @@ the decoder says how far it got inside one file."""
 from __future__ import annotations
 
 import gzip
-import importlib
 import json
 import os
 import threading
@@ -88,22 +87,15 @@ def test_entry_is_small(tmp_path, gz):
     assert os.path.getsize(entry) <= 0.3 * len(text), (os.path.getsize(entry), len(text))
 
 
-@pytest.mark.parametrize("gz, in_file", [(False, True), (False, False), (True, False)],
-                         ids=["plain-args-in-file", "plain-small-args-in-memory", "gzip"])
-def test_args_round_trip_through_the_entry(tmp_path, monkeypatch, gz, in_file):
-    """Each way the entry keeps the args: compressed blocks (gzip; a plain trace under
-    ARGS_IN_MEMORY_BELOW), or read from the plain trace file (the threshold lowered here:
-    the real trace of this test is a small one)."""
-    load_mod = importlib.import_module("tb_profiler.trace.load")  # the module (the package's load is the function)
-    if in_file:
-        monkeypatch.setattr(load_mod, "ARGS_IN_MEMORY_BELOW", 0)
+@pytest.mark.parametrize("gz", [False, True])
+def test_args_round_trip_through_the_entry(tmp_path, gz):
     p = tmp_path / ("w.pt.trace.json.gz" if gz else "w.pt.trace.json")
     p.write_bytes(gzip.compress(TEXT) if gz else TEXT)
     fresh = load(p, cache_dir=tmp_path / "c")
     assert fresh.cache_path is not None
     again = load(p, cache_dir=tmp_path / "c")
     assert again.from_cache
-    assert isinstance(again.args_blob, FileArgs if in_file else BlockArgs)
+    assert isinstance(again.args_blob, BlockArgs if gz else FileArgs)
     for i in range(0, len(again.events), 37):
         assert again.args(i) == fresh.args(i)
     assert again.process_names == fresh.process_names  # meta rows' args too

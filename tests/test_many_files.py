@@ -14,6 +14,7 @@ with its own first timestamp.
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import sys
 import threading
@@ -115,6 +116,25 @@ def test_another_process_s_entries_are_counted_at_the_next_listing(tmp_path, mon
     key_b = cache_mod.CacheKey("/x/b.json", 1, 1, "t", 1)
     assert cache_mod.write_entry(str(cache / cache_mod.entry_name("/x/b.json")), key_b, arrays, ["s"], b"", {})
     assert len(list(cache.glob("*.tbpc"))) == 3  # the others' entries were counted, and evicted
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc (Linux)")
+def test_small_traces_hold_no_file_open(tmp_path):
+    """A plain trace under load.ARGS_IN_MEMORY_BELOW is read like a gzip file's text and an
+    entry under cache.READ_BELOW is read, not mapped: thousands of loaded small traces hold
+    no descriptors (1,024 is the default limit)."""
+    from test_plugin_state import _held
+
+    cache = tmp_path / "cache"
+    paths = tiny_traces(tmp_path / "log", 20)
+    fresh = [tb_profiler.load(p, cache_dir=cache) for p in paths]
+    assert cache_writer.drain(60)
+    again = [tb_profiler.load(p, cache_dir=cache) for p in paths]
+    assert all(t.from_cache for t in again)
+    entries = sorted(cache.glob("*.tbpc"))
+    assert len(entries) == 20 and all(e.stat().st_size < cache_mod.READ_BELOW for e in entries)
+    assert not [h for p in [*paths, *entries] for h in _held(p)]
+    assert fresh[3].args(0) == again[3].args(0) and fresh[3].args(0) is not None
 
 
 # -- the one writer ---------------------------------------------------------------------------------

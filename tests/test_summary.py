@@ -18,6 +18,7 @@ from tb_profiler.analysis.breakdown import breakdown
 from tb_profiler.analysis.distributed import distributed, distributed_from_summaries
 from tb_profiler.analysis.gpu import device_summary
 from tb_profiler.analysis.steps import steps
+from tb_profiler.io.read import stat_key
 from tb_profiler.summary import SUMMARY_VERSION, TraceSummary, ingest, summarize_trace, summary_for
 from tb_profiler.summary.model import FRAMES, stack
 from tb_profiler.summary.store import summary_path
@@ -61,7 +62,7 @@ def test_v100_summary_holds_the_run_level_facts_and_round_trips(tmp_path, builds
     assert builds == [s.source]
     assert (s.worker, s.size, s.device_word, s.device_kinds, s.measured_on) == \
         ("worker0", os.path.getsize(V100_TRACE), "GPU", ("CUDA",), "device")
-    assert s.mtime == os.stat(V100_TRACE).st_mtime_ns
+    assert s.mtime == stat_key(V100_TRACE)[1] and str(s.mtime).startswith(f"{os.stat(V100_TRACE).st_mtime_ns}:")
     assert {d["name"] for d in s.devices} == {"Tesla V100-DGXS-32GB"} and s.has_memory
     trace = tb_profiler.load(V100_TRACE, cache_dir=tmp_path)
     pd.testing.assert_frame_equal(s.steps, steps(trace))
@@ -105,7 +106,8 @@ def test_a_changed_file_rebuilds(tmp_path, builds):
     assert len(builds) == 1
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # same size, newer
-    assert summary_for(path, cache_dir=cache).mtime == st.st_mtime_ns + 1_000_000_000
+    assert summary_for(path, cache_dir=cache).mtime == stat_key(path)[1]  # the version stamp: mtime:inode:ctime
+    assert str(stat_key(path)[1]).startswith(f"{st.st_mtime_ns + 1_000_000_000}:")
     assert len(builds) == 2
     _small_trace(path, ts=1000)  # new content, another size
     s = summary_for(path, cache_dir=cache)

@@ -12,8 +12,9 @@ entry instead of anonymous memory).  A later load of the same file in this proce
 waits for that write.
 A plain local JSON trace is decoded from a read-only map of the file (no copy), and its
 args text stays in the file (read on demand), so neither memory nor the entry holds it;
-below ARGS_IN_MEMORY_BELOW (1 MiB) the text is kept in memory instead (and the entry
-stores it compressed), so a small trace holds no file open.
+one under ARGS_IN_MEMORY_BELOW (64 KiB) is read like a gzip file's text instead (its
+args compacted in memory, stored compressed in the entry), so a small trace holds no
+file open.
 """
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ from tb_profiler.trace.model import Trace
 
 Progress = Callable[[int, int], None]
 _PROGRESS_EVERY_S = 0.25
-ARGS_IN_MEMORY_BELOW = 1 << 20  # bytes: a plain trace this small keeps its args text in memory, not in the file
+# bytes: a plain trace smaller than this is read (its args text compacted in memory, as a
+# gzip file's), not mapped with its args left in the file: a file held open per trace would
+# run a server of thousands of small traces out of descriptors (1,024 by default)
+ARGS_IN_MEMORY_BELOW = 64 << 10
 
 
 def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
@@ -111,6 +115,9 @@ def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0
                  progress: Progress | None = None) -> TraceState:
     """read -> decode -> build, with each stage's seconds in the meta."""
     mapped = map_plain_trace(path, max_bytes)
+    if mapped is not None and len(mapped[0]) < ARGS_IN_MEMORY_BELOW:  # small: read like a gzip file's text
+        mapped[1].close()
+        mapped = None
     if mapped is not None:
         buf, file = mapped
     else:  # gzip or a URL: downloading and inflating come first, then the decode of the text
@@ -130,10 +137,8 @@ def _decode_file(path: str | os.PathLike, source: str, max_bytes: int | None, t0
         if file is not None:
             # The args are read from the file from now on, not from the map, which goes
             # now: its pages (the whole file) would count in this process's memory while
-            # the tables are built.  A small file's text is kept instead: an open file per
-            # trace would run a server of thousands of small traces out of descriptors.
-            size = os.fstat(file.fileno()).st_size
-            decoded.args_blob = bytes(buf) if size <= ARGS_IN_MEMORY_BELOW else FileArgs(os.dup(file.fileno()), size)
+            # the tables are built.
+            decoded.args_blob = FileArgs(os.dup(file.fileno()), os.fstat(file.fileno()).st_size)
             buf = None
         state = build_state(decoded, buf)
     finally:
