@@ -23,3 +23,18 @@ void tb_nest_parents(const int64_t *group, const int64_t *start, const int64_t *
         stack[top++] = i;
     }
 }
+
+int64_t tb_subtree_add(const int64_t *order, int64_t m, const int64_t *parent, int64_t *total, int64_t n)
+{
+    for (int64_t i = 0; i < m; i++) {
+        int64_t k = order[i];
+        if (k < 0 || k >= n)
+            return i;
+        int64_t p = parent[k];
+        if (p >= n)
+            return i;
+        if (p >= 0)
+            total[p] += total[k];
+    }
+    return -1;
+}

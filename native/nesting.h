@@ -16,4 +16,10 @@
 void tb_nest_parents(const int64_t *group, const int64_t *start, const int64_t *end, int64_t n,
                      int64_t *parent, int64_t *stack);
 
+/* For k in order (every index in [0, n), a child before its parent): total[parent[k]] +=
+ * total[k] where parent[k] >= 0, in that order: each node's value plus its descendants'.
+ * Returns the first position of order whose index (or parent) is out of range, or -1
+ * when all are in range (then the sums are done; else nothing past that position is). */
+int64_t tb_subtree_add(const int64_t *order, int64_t m, const int64_t *parent, int64_t *total, int64_t n);
+
 #endif

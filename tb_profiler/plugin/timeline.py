@@ -46,6 +46,7 @@ from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.stored import per_trace_stored
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode import STRING_MAX
+from tb_profiler.decode.schema import TIME_LIMIT_NS
 from tb_profiler.plugin.timeline_lod import LodIndex
 from tb_profiler.plugin.timeline_lod import build as lod_build
 from tb_profiler.plugin.timeline_lod import concat_ranges as _ranges
@@ -57,6 +58,9 @@ from tb_profiler.trace.strings import SHOW_MAX, bounded, shown, shown_all, used_
 # Args holding a ";"-separated stack (as util/frames.ts isStackArg), and the most frames sent.
 STACK_ARGS = frozenset({"call stack", "python stack", "stack"})
 MAX_STACK_FRAMES = 512
+# Busy blocks sent in one window at most (the shallowest kept): one per (track, depth) row
+# and pixel column, so a trace nested 10^6 deep would otherwise send a million of them.
+MAX_BUSY = 50_000
 # Flow kinds as the API names them (index = the code stored per flow).
 FLOW_KINDS: tuple[str, ...] = ("launch", "fwdbwd", "flow")
 _LAUNCH, _FWDBWD, _FLOW = 0, 1, 2
@@ -193,12 +197,13 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
               for i, tr, d, nm, ct, k, t, du in zip(wide.tolist(), w_track, w_depth, names, cats, kinds.tolist(),
                                                     w_ts, w_dur)]
     if level < 0:
-        busy = _pixel_busy(trace, idx, narrow, abs_a, ns_per_px, width)
+        busy, busy_all, _ = _pixel_busy(trace, idx, narrow, abs_a, ns_per_px, width, MAX_BUSY)
         in_window = len(cand)
     else:
         row = lod.row_start[idx.track[narrow]] + idx.depth[narrow]
-        busy = _level_busy(lod, level, abs_a, abs_b, ns_per_px, dur, row, ts[narrow], idx.end[narrow], t0)
-        in_window = len(events) + sum(x["count"] for x in busy)
+        busy, busy_all, busy_events = _level_busy(lod, level, abs_a, abs_b, ns_per_px, dur, row, ts[narrow],
+                                                  idx.end[narrow], t0, MAX_BUSY)
+        in_window = len(events) + busy_events
     flows, flows_in_window = window_flows(trace, abs_a, abs_b, wide, max_flows)
     return {
         "origin_ns": str(t0), "wall_origin_ns": str(wall_origin(trace)),
@@ -211,19 +216,35 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         "flows": flows,
         "counters": utilization(trace, abs_a, abs_b, width) + queue_counters(trace, abs_a, abs_b, width),
         "counts": {"events": len(events), "busy": len(busy), "in_window": int(in_window),
-                   "flows": len(flows), "flows_in_window": flows_in_window},
+                   "flows": len(flows), "flows_in_window": flows_in_window, "busy_in_window": busy_all},
         "truncated": truncated,
+        "busy_truncated": busy_all > len(busy),
         "flows_truncated": flows_in_window > len(flows),
     }
 
 
+def _busy_dicts(track: np.ndarray, depth: np.ndarray, start: np.ndarray, end: np.ndarray, count: np.ndarray,
+                t0: int, limit: int) -> tuple[list[dict], int, int]:
+    """(at most ``limit`` busy blocks, the shallowest first kept, as dicts; how many there
+    were; the events they all hold).  Why a limit: a trace nested 10^6 deep has a busy row
+    per depth, and the reply must stay a few thousand items whatever the nesting."""
+    total, events = len(track), int(count.sum())
+    if total > limit:
+        keep = np.sort(np.lexsort((start, track, depth))[:limit])
+        track, depth, start, end, count = track[keep], depth[keep], start[keep], end[keep], count[keep]
+    return ([{"track": int(t), "depth": int(d), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "count": int(c)}
+             for t, d, s, e, c in zip(track.tolist(), depth.tolist(), start.tolist(), end.tolist(), count.tolist())],
+            total, events)
+
+
 def _pixel_busy(trace, idx: TimelineIndex, narrow: np.ndarray, abs_a: int, ns_per_px: float,
-                width: int) -> list[dict]:
+                width: int, limit: int) -> tuple[list[dict], int, int]:
     """The busy blocks of events narrower than a pixel, merged per (track, depth, pixel
     column) and then with neighbours less than a pixel apart: each block spans its
-    events exactly (windows finer than the level-of-detail index's finest bin)."""
+    events exactly (windows finer than the level-of-detail index's finest bin); at most
+    ``limit`` of them (``_busy_dicts``)."""
     if not len(narrow):
-        return []
+        return [], 0, 0
     ts = trace.events["ts"]
     t0 = origin(trace)
     col = np.clip(((np.maximum(ts[narrow], abs_a) - abs_a) / ns_per_px).astype(np.int64), 0, width - 1)
@@ -247,22 +268,19 @@ def _pixel_busy(trace, idx: TimelineIndex, narrow: np.ndarray, abs_a: int, ns_pe
     b_end = np.maximum.reduceat(b_end, runs)
     b_count = np.add.reduceat(b_count, runs)
     b_start, b_track, b_depth = b_start[runs], b_track[runs], b_depth[runs]
-    return [{"track": int(t), "depth": int(d), "start_ns": int(s) - t0, "end_ns": int(e) - t0, "count": int(c)}
-            for t, d, s, e, c in zip(b_track.tolist(), b_depth.tolist(), b_start.tolist(),
-                                     b_end.tolist(), b_count.tolist())]
+    return _busy_dicts(b_track, b_depth, b_start, b_end, b_count, t0, limit)
 
 
 def _level_busy(lod: LodIndex, level: int, abs_a: int, abs_b: int, ns_per_px: float, dur: np.ndarray,
-                row: np.ndarray, ts: np.ndarray, end: np.ndarray, t0: int) -> list[dict]:
+                row: np.ndarray, ts: np.ndarray, end: np.ndarray, t0: int, limit: int) -> tuple[list[dict], int, int]:
     """The busy blocks of a window at a level of the index: its bins touched by events
     narrower than a pixel (clipped to the window), neighbours less than a pixel apart
     merged; dur: the trace's durations; (row, ts, end): the narrow events the level
-    does not hold."""
+    does not hold; at most ``limit`` of them (``_busy_dicts``)."""
     r, s, e, c = lod.busy(level, abs_a, abs_b, ns_per_px, dur, row, ts, end)
     track = np.searchsorted(lod.row_start, r, side="right") - 1
     depth = r - lod.row_start[track]
-    return [{"track": int(t), "depth": int(d), "start_ns": int(x) - t0, "end_ns": int(y) - t0, "count": int(n)}
-            for t, d, x, y, n in zip(track.tolist(), depth.tolist(), s.tolist(), e.tolist(), c.tolist())]
+    return _busy_dicts(track, depth, np.asarray(s), np.asarray(e), np.asarray(c), t0, limit)
 
 
 @per_trace_stored("timeline-lod", 1, lambda lod: (lod.arrays(), {}), lambda arrays, meta: lod_from_arrays(arrays))
@@ -454,13 +472,15 @@ class FlowIndex:
     A flow touching [a, b) either starts (``lo``) inside it, a range of positions, or
     straddles a: it starts before a and reaches past it, ``reach`` (the latest endpoint
     end, a zero-length endpoint counting as 1 ns) - ``lo`` at most its class's longest.
-    Classes: that extent in powers of 4 ns; per class the flows sorted by lo."""
+    Classes: that extent in powers of 4 ns; per class the flows sorted by lo.  A key holds
+    lo's rank among the flows' lo (its first position in ``lo`` order), not lo in ns: any
+    span fits (a flow at ts 0 among times of 2024)."""
 
-    class_key: np.ndarray    # sorted: class << shift | lo - lo0
+    class_key: np.ndarray    # sorted: class << shift | the rank of lo
     class_pos: np.ndarray    # the flow position of each class_key
     class_start: np.ndarray  # per class, where its keys start (classes + 1 entries)
     class_max: np.ndarray    # per class, its longest extent (reach - lo)
-    shift: int               # bits of (lo - lo0) in class_key
+    shift: int               # bits of the rank in class_key
     lo0: int                 # the earliest lo
     src_order: np.ndarray    # positions sorted by source event row
     src_sorted: np.ndarray   # their source rows
@@ -477,11 +497,9 @@ def flow_index(trace) -> FlowIndex:
     cls = (np.log2(ext.astype(np.float64)) / 2).astype(np.int64)  # about log4: any split works (class_max is exact)
     n_cls = int(cls.max()) + 1 if len(cls) else 1
     lo0 = int(f.lo[0]) if len(f.lo) else 0
-    rel = f.lo - lo0
-    shift = max(int(rel.max()).bit_length() + 1, 1) if len(rel) else 1
-    if n_cls.bit_length() + shift > 62:
-        raise ValueError("flows span too long to index")
-    key = (cls << shift) + rel
+    rank = np.searchsorted(f.lo, f.lo, side="left")  # f.lo is sorted
+    shift = (len(f.lo) + 1).bit_length() + 1
+    key = (cls << shift) + rank
     order = np.argsort(key, kind="stable")
     key = key[order]
     class_start = np.searchsorted(key, np.arange(n_cls + 1, dtype=np.int64) << shift)
@@ -503,17 +521,17 @@ def window_flows(trace, abs_a: int, abs_b: int, wide: np.ndarray, max_flows: int
     f = flow_pairs(trace)
     fi = flow_index(trace)
     ts, end = trace.events["ts"], timeline_index(trace).end
-    i_a = int(np.searchsorted(f.lo, abs_a, side="left"))
-    i_b = int(np.searchsorted(f.lo, abs_b, side="left"))
+    a, b = (min(max(int(x), -TIME_LIMIT_NS), TIME_LIMIT_NS) for x in (abs_a, abs_b))  # no flow lies beyond
+    i_a = int(np.searchsorted(f.lo, a, side="left"))
+    i_b = int(np.searchsorted(f.lo, b, side="left"))
     # the flows starting before the window that reach into it
-    top = 1 << fi.shift
     classes = np.arange(len(fi.class_max), dtype=np.int64)
-    lo_keys = (classes << fi.shift) + np.clip(int(abs_a) - fi.lo0 - fi.class_max, 0, top)
-    hi_keys = (classes << fi.shift) + np.clip(int(abs_a) - fi.lo0, 0, top)
+    lo_keys = (classes << fi.shift) + np.searchsorted(f.lo, a - fi.class_max, side="left")
+    hi_keys = (classes << fi.shift) + i_a
     pos = fi.class_pos[_ranges(np.searchsorted(fi.class_key, lo_keys, side="left"),
                                np.searchsorted(fi.class_key, hi_keys, side="left"))]
     src, dst = f.src[pos], f.dst[pos]
-    before = np.sort(pos[_overlaps(ts[src], end[src], abs_a, abs_b) | _overlaps(ts[dst], end[dst], abs_a, abs_b)])
+    before = np.sort(pos[_overlaps(ts[src], end[src], a, b) | _overlaps(ts[dst], end[dst], a, b)])
     total = len(before) + (i_b - i_a)
     if total <= max_flows:
         return _flow_dicts(trace, f, np.concatenate([before, np.arange(i_a, i_b, dtype=np.int64)])), total
