@@ -349,3 +349,31 @@ def test_text_size_hint_reads_the_gzip_trailer(tmp_path):
     plain = _write(tmp_path / "b.json", _many_ops(200))
     assert read.text_size_hint(gz) == len(text) and read.text_size_hint(plain) == len(text)
     assert read.text_size_hint(tmp_path / "missing.json") == 0
+
+
+# -- --memory-mb holds what analyses keep ------------------------------------------------------
+def test_what_analyses_keep_counts_against_the_memory_cap(tmp_path):
+    """Two traces fit the LRU's cap; the Operator view of one keeps its call tree and table
+    (analysis.memo): that counts too, and the other trace is let go."""
+    from tb_profiler.analysis.memo import memo_nbytes
+    from tb_profiler.plugin.loading import trace_nbytes
+
+    for run in ("a", "b"):
+        (tmp_path / "log" / run).mkdir(parents=True)
+        _write(tmp_path / "log" / run / "w.pt.trace.json", _many_ops(20_000))
+    probe = tb_profiler.load(tmp_path / "log" / "a" / "w.pt.trace.json", cache=False)
+    one = trace_nbytes(probe)
+    state = ProfilerState(str(tmp_path / "log"), memory_bytes=int(2.3 * one), cache=False, reload_s=3600).start()
+    try:
+        assert state.wait_scanned(60)
+        entries = {e.run: e for e in state.entries()}
+        assert state.wait_loaded(list(entries.values()), 120)
+        assert state.resident(entries["a"]) and state.resident(entries["b"])
+        before = state.memory_used()
+        b = state.trace(entries["b"])
+        views.operation_table(b, "Operation")
+        assert memo_nbytes(b) > 0.3 * one  # the call tree and the table: more than the room left
+        assert state.resident(entries["b"]) and not state.resident(entries["a"])
+        assert state.memory_used() > before - one
+    finally:
+        state.stop()

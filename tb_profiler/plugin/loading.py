@@ -28,6 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from tb_profiler.analysis import memo
 from tb_profiler.trace.args_text import FileArgs, resident_nbytes
 
 logger = logging.getLogger("tb_profiler.plugin")
@@ -161,6 +162,8 @@ class Loading:
         self.changes = 0            # bumps whenever a file's state or the LRU changes (status is built again)
         self.lru_loads = 0          # traces ever put into the LRU
         self.lru_peak_bytes = 0     # the most bytes the LRU ever held
+        self._memo_counted: dict[str, int] = {}  # path -> its analyses' kept bytes counted so far
+        memo.on_growth(self._memo_grew)
 
     def _loading_threads(self) -> list[threading.Thread]:
         out = [threading.Thread(target=self._loader, name=f"tb_profiler-loader-{i}", daemon=True)
@@ -259,7 +262,30 @@ class Loading:
             self._evict(next(iter(self._lru)))
         self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
 
+    def _memo_grew(self, trace: Any) -> None:
+        """A trace's analyses kept more (analysis.memo): what it holds beyond what was counted
+        counts against the cap too, and the least recently used other traces go while the
+        LRU is over it (--memory-mb holds what analyses keep as it holds loaded traces)."""
+        with self._lock:
+            path = next((p for p, item in self._lru.items() if item[0] is trace), None)
+            if path is None:
+                return
+            kept = memo.memo_nbytes(trace)
+            extra = kept - self._memo_counted.get(path, 0)
+            if extra <= 0:
+                return
+            t, size, handles = self._lru[path]
+            self._lru[path] = (t, size + extra, handles)
+            self._lru_bytes += extra
+            self._memo_counted[path] = kept
+            for other in [p for p in self._lru if p != path]:
+                if self._lru_bytes <= self.memory_bytes:
+                    break
+                self._evict(other)
+            self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
+
     def _evict(self, path: str) -> None:
+        self._memo_counted.pop(path, None)
         item = self._lru.pop(path, None)
         if item is not None:
             self._lru_bytes -= item[1]
