@@ -20,7 +20,9 @@ Trace view window and the operator table of the good run (new parameters each ti
 not answered from the response cache), ``runs`` and ``status``: "settle" is the time to
 that point, "max" the slowest of those answers, "threads" the most threads alive at once,
 "fds" the most open file descriptors, "rss" the child's peak RSS.  The smallest size of each case is the baseline of the same run:
-"per file" divided by the baseline's says how the cost grows (1.0: linear; N/N0: O(N²)).
+"per file" (wall time) divided by the baseline's says how the cost grows (1.0: linear;
+N/N0: O(N²)); "cpu/file" is the same from the child's CPU time (user + system, all
+threads), which other work on a shared machine disturbs less.
 
 --code DIR runs the children against the tb_profiler package in DIR (an export of an older
 commit, e.g. ``git archive <commit> tb_profiler | tar -x -C /tmp/old`` plus the built
@@ -49,7 +51,7 @@ GOOD = ROOT / "tests" / "data" / "traces" / "kineto-resnet50-v100" / "resnet50_n
 _SERVER_CHILD = r"""
 import json, os, resource, sys, threading, time
 sys.path.insert(0, sys.argv[1])
-logdir, cache_dir, timeout = sys.argv[2], sys.argv[3], float(sys.argv[4])
+logdir, cache_dir, timeout, routes = sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5].split(",")
 from werkzeug.test import Client
 from tb_profiler.plugin.app import ProfilerApp
 from tb_profiler.plugin.state import ProfilerState
@@ -68,6 +70,8 @@ while True:
     i += 1
     for name, route in (("trace", f"trace?run=good&width={600 + i}"), ("operation", f"operation?run=good&top={1 + i}"),
                         ("runs", "runs"), ("status", "status")):
+        if name not in routes:
+            continue
         a = time.perf_counter()
         r = client.get(P + route)
         took = time.perf_counter() - a
@@ -80,10 +84,11 @@ while True:
         break
     time.sleep(0.5)
 settle = time.perf_counter() - t0
+usage = resource.getrusage(resource.RUSAGE_SELF)
 entries = state.entries()
 loaded = sum(e.state in ("loaded", "failed") for e in entries)
 files = len(entries)
-print(json.dumps({"first_overview_s": first_s, "settle_s": settle, "settled": not state.loading, "files_done": loaded, "files": files,
+print(json.dumps({"first_overview_s": first_s, "settle_s": settle, "cpu_s": usage.ru_utime + usage.ru_stime, "settled": not state.loading, "files_done": loaded, "files": files,
                   "latency_s": slowest, "asked": asked, "threads": threads, "fds": fds, "answers": answers,
                   "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 state.stop()
@@ -151,16 +156,17 @@ def run_child(script: str, args: list[str], timeout: float) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def server_case(case: str, n: int, code: str, timeout: float) -> dict:
+def server_case(case: str, n: int, code: str, timeout: float, routes: str) -> dict:
     logdir = build(case, n)
     cache_dir = tempfile.mkdtemp(prefix="tbp-many-cache-")
     try:
         t0 = time.perf_counter()
-        doc = run_child(_SERVER_CHILD, [code, str(logdir), cache_dir, str(timeout)], timeout)
+        doc = run_child(_SERVER_CHILD, [code, str(logdir), cache_dir, str(timeout), routes], timeout)
         doc["process_s"] = time.perf_counter() - t0
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-    doc.update(case=case, n=n, per_file_ms=1000 * doc["settle_s"] / max(n, 1))
+    doc.update(case=case, n=n, per_file_ms=1000 * doc["settle_s"] / max(n, 1),
+               cpu_per_file_ms=1000 * doc["cpu_s"] / max(n, 1))
     return doc
 
 
@@ -183,17 +189,21 @@ def main(argv=None) -> int:
     ap.add_argument("--writes", default="0,1000,10000", help="entries already in the cache for one write")
     ap.add_argument("--code", default=str(ROOT), help="folder holding the tb_profiler package to measure")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds a server case may take to settle")
+    ap.add_argument("--ask", default="trace,operation,runs,status",
+                    help="routes asked every 0.5 s while loading (of trace,operation,runs,status); the page polls "
+                         "runs and status while loading")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
     results = {"writes": [write_case(m, args.code) for m in sizes(args.writes)], "spans": [], "runs": []}
     for case in ("spans", "runs"):
         for n in sizes(getattr(args, case)):
-            results[case].append(server_case(case, n, args.code, args.timeout))
+            results[case].append(server_case(case, n, args.code, args.timeout, args.ask))
         if results[case]:
-            base = results[case][0]["per_file_ms"]
+            base, cpu_base = results[case][0]["per_file_ms"], results[case][0]["cpu_per_file_ms"]
             for r in results[case]:
                 r["per_file_vs_baseline"] = r["per_file_ms"] / base if base else None
+                r["cpu_vs_baseline"] = r["cpu_per_file_ms"] / cpu_base if cpu_base else None
     if args.json:
         print(json.dumps({"code": args.code, "cpus": os.cpu_count(), **results}, indent=2))
         return 0
@@ -208,14 +218,16 @@ def main(argv=None) -> int:
         what = "spans of one worker" if case == "spans" else "one-file runs"
         print(f"\n{what}: time until every file is loaded; the good run asked every 0.5 s meanwhile")
         head = (f"{'files':>7}{'settled':>9}{'done':>7}{'settle':>9}{'per file':>10}{'vs base':>9}"
+                f"{'cpu/file':>10}{'vs base':>9}"
                 f"{'first':>8}{'trace max':>11}{'ops max':>9}{'runs max':>10}{'status max':>12}{'threads':>9}"
                 f"{'fds':>7}{'rss MiB':>9}")
         print(head)
         print("-" * len(head))
         for r in results[case]:
-            lat = r["latency_s"]
+            lat = {k: r["latency_s"].get(k, float("nan")) for k in ("trace", "operation", "runs", "status")}
             print(f"{r['n']:>7}{'yes' if r['settled'] else 'NO':>9}{r['files_done']:>7}{r['settle_s']:>8.1f}s"
-                  f"{r['per_file_ms']:>8.2f}ms{r['per_file_vs_baseline']:>8.2f}x{r['first_overview_s']:>7.2f}s"
+                  f"{r['per_file_ms']:>8.2f}ms{r['per_file_vs_baseline']:>8.2f}x"
+                  f"{r['cpu_per_file_ms']:>8.2f}ms{r['cpu_vs_baseline']:>8.2f}x{r['first_overview_s']:>7.2f}s"
                   f"{lat['trace']:>10.3f}s{lat['operation']:>8.3f}s{lat['runs']:>9.3f}s{lat['status']:>11.3f}s"
                   f"{r['threads']:>9}{r.get('fds', -1):>7}{r['rss_mib']:>9.0f}")
     return 0

@@ -425,10 +425,10 @@ def make_room(folder: str | os.PathLike | None = None, incoming: int = 0, keep: 
     led = _ledger_of(root)
     if led.due():
         return [r.path for r in evict(root, incoming, keep)]
-    items, total = led.snapshot()
     cap = cache_max_bytes(root)
-    if total + incoming <= cap or incoming > cap:
+    if led.total + incoming <= cap or incoming > cap:
         return []
+    items, _ = led.snapshot()
     return [r.path for r in _evict_from(root, items, incoming, keep, STALE_TEMP_SECONDS, sweep=False)]
 
 

@@ -25,7 +25,8 @@ instead of vanishing silently.
 Why discovery stays cheap: a background watcher calls ``discover`` every few
 seconds, so it lists folders and stats files; the only reads are the heads
 (at most SNIFF_BYTES of text) of JSON files not named like torch's traces, each
-done once per (path, size, mtime) and remembered. Names on disk are untrusted:
+done once per version of the file (path, size, mtime and what changes with its content:
+inode and ctime, a store's ETag; see ``sniff``) and remembered. Names on disk are untrusted:
 nothing outside the logdir is ever listed (symbolic links leaving it are
 skipped, ``..`` components are rejected). Hidden names (``.*``), and with them
 the writer's in-progress temp files, are ignored altogether.
