@@ -163,6 +163,7 @@ class Loading:
         self.lru_loads = 0          # traces ever put into the LRU
         self.lru_peak_bytes = 0     # the most bytes the LRU ever held
         self._memo_counted: dict[str, int] = {}  # path -> its analyses' kept bytes counted so far
+        self._lru_path_of: dict[int, str] = {}   # id(trace) -> its path, for the traces in the LRU
         memo.on_growth(self._memo_grew)
 
     def _loading_threads(self) -> list[threading.Thread]:
@@ -255,6 +256,7 @@ class Loading:
         if path in self._lru:
             self._evict(path)
         self._lru[path] = (trace, size, handles)
+        self._lru_path_of[id(trace)] = path
         self._lru_bytes += size
         self._lru_handles += handles
         self.lru_loads += 1
@@ -267,8 +269,8 @@ class Loading:
         counts against the cap too, and the least recently used other traces go while the
         LRU is over it (--memory-mb holds what analyses keep as it holds loaded traces)."""
         with self._lock:
-            path = next((p for p, item in self._lru.items() if item[0] is trace), None)
-            if path is None:
+            path = self._lru_path_of.get(id(trace))
+            if path is None or self._lru[path][0] is not trace:
                 return
             kept = memo.memo_nbytes(trace)
             extra = kept - self._memo_counted.get(path, 0)
@@ -278,16 +280,15 @@ class Loading:
             self._lru[path] = (t, size + extra, handles)
             self._lru_bytes += extra
             self._memo_counted[path] = kept
-            for other in [p for p in self._lru if p != path]:
-                if self._lru_bytes <= self.memory_bytes:
-                    break
-                self._evict(other)
+            while self._lru_bytes > self.memory_bytes and len(self._lru) > 1:  # the others, oldest first
+                self._evict(next(p for p in self._lru if p != path))
             self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
 
     def _evict(self, path: str) -> None:
         self._memo_counted.pop(path, None)
         item = self._lru.pop(path, None)
         if item is not None:
+            self._lru_path_of.pop(id(item[0]), None)
             self._lru_bytes -= item[1]
             self._lru_handles -= item[2]
             self.changes += 1
