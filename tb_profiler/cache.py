@@ -4,7 +4,7 @@ Why: decoding a big trace costs seconds; reopening it should cost a file open.  
 holds the Trace's arrays as raw bytes (each 64-byte aligned) after a small JSON header,
 so a reopen is: read the header, mmap the file, wrap each array with np.frombuffer (no
 copy, pages shared with the OS cache).  Nothing is trusted: the key (source, size,
-mtime, decoder and model versions), the file size, each array's bounds, the header's
+version stamp, decoder and model versions), the file size, each array's bounds, the header's
 CRC32 and one CRC32 per array are verified, and any mismatch means "miss, rebuild".
 An array's CRC is checked when it is first read (``CheckedArrays``), not at the open:
 a reopen then touches only what a view reads (checking a 1 GB trace's whole entry was
@@ -65,11 +65,13 @@ class CacheWarning(UserWarning):
 
 @dataclass(frozen=True)
 class CacheKey:
-    """What makes a cached entry valid: the same source, file version and code versions."""
+    """What makes a cached entry valid: the same source, file version and code versions.
+    The file version is what changes with its content (io.read.stat_key), never the
+    modification time alone: a file rewritten with the same size and mtime is another one."""
 
     source: str
     size: int
-    mtime: int | str
+    mtime: int | str  # the version stamp of io.read.stat_key: mtime, inode and ctime locally; time and ETag remotely
     decoder_version: str
     model_version: int
     summary_version: int | None = None  # set for a trace summary's entry (tb_profiler.summary)

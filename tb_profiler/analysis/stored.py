@@ -6,7 +6,8 @@ Trace view's index: nesting, tracks and level-of-detail busy runs, about 2 s for
 trace); computing it again on every open would make a reopen as slow as the first one.
 ``per_trace_stored`` memoizes like ``memo.per_trace`` and, when the trace came through the
 cache (``Trace.cache_ref``), first reads the result from its own entry (a cache entry
-keyed like the trace's plus the part's name and version: same checks, same eviction), else
+keyed like the trace's — its file's size and version stamp, so a rewritten file never
+gets the old file's results — plus the part's name and version: same checks, same eviction), else
 computes it and queues that entry for the process's one cache writer
 (``tb_profiler.cache_writer``).
 

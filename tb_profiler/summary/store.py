@@ -4,7 +4,8 @@ which a Dask cluster's workers and the machines reading the run can share.
 
 Why the columns cache's format (tb_profiler.cache): a summary is a few arrays, a strings
 table and a JSON meta, which is what a cache entry holds; so it gets the same key check
-(source, size, mtime, decoder, model and summary versions), CRCs, atomic writes and
+(source, size, version stamp — io.read.stat_key: what changes with the content —,
+decoder, model and summary versions), CRCs, atomic writes and
 "a bad entry is a miss" for free.  One entry per source: a new version replaces the old.
 At a URL an entry is fetched whole (it is kilobytes) and written in one put.
 """
@@ -43,8 +44,8 @@ def summary_path(source: str, cache_dir: str | os.PathLike | None = None,
 
 
 def summary_key(source: str, size: int, mtime: int | str | None) -> _cache.CacheKey:
-    """The key a stored summary must match: the file's version and every code version
-    its content depends on (decoder, trace model, summary)."""
+    """The key a stored summary must match: the file's version (size and stat_key's stamp)
+    and every code version its content depends on (decoder, trace model, summary)."""
     return _cache.CacheKey(source, size, mtime, str(_decode.DECODER_VERSION), MODEL_VERSION, SUMMARY_VERSION)
 
 
