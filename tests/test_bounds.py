@@ -3,7 +3,7 @@
 - The padding rule: gzip text past ``read.PADDING_FREE`` bytes that inflates more than
   ``read.MAX_INFLATION`` x the compressed bytes read is refused, with the file named and
   what it holds; a bomb then costs what its file holds (a peak RSS ceiling, measured in a
-  child process from wait4: before, the text was inflated whole).  The real traces of
+  child process from its own VmHWM: before, the text was inflated whole).  The real traces of
   tests/data (18-30x) still read.
 - Names: a 50 MB event name (the issue's "sent back whole by trace, trace/search,
   trace/event, range_stats": a 100 MB reply, 2.6 GB of RSS to open the Operator view) is
@@ -90,14 +90,28 @@ except Exception as e:
 """
 
 
+_PEAK = r"""
+import resource as _resource
+with open("/proc/self/status") as _f:
+    _own = next(int(line.split()[1]) for line in _f if line.startswith("VmHWM:"))
+print(_json.dumps({"peak_mib": max(_own, _resource.getrusage(_resource.RUSAGE_CHILDREN).ru_maxrss) / 1024}))
+"""
+
+
 def _in_child(script: str, *args: str, env: dict | None = None) -> tuple[dict, float]:
-    """(the child's last line of JSON, its peak RSS in MiB from wait4)."""
-    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
-                            env={**os.environ, **(env or {})}, cwd=str(ROOT))
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, out[-2000:]
-    return json.loads(out.strip().splitlines()[-1]), usage.ru_maxrss / 1024
+    """(the child's last line of JSON, its peak RSS in MiB).
+
+    Why the child reads its own VmHWM rather than wait4's ru_maxrss: Linux carries the
+    parent's high-water mark over fork and exec into the child's ru_maxrss, so under a
+    full pytest run (500 MiB and more) wait4 reported the test runner's peak, not the
+    child's.  The child's own waited-for children (summary workers) count through
+    RUSAGE_CHILDREN."""
+    proc = subprocess.Popen([sys.executable, "-c", "import json as _json\n" + script + _PEAK, *args],
+                            stdout=subprocess.PIPE, env={**os.environ, **(env or {})}, cwd=str(ROOT))
+    out, _ = proc.communicate()
+    assert proc.returncode == 0, out[-2000:]
+    *_, doc, peak = out.strip().splitlines()
+    return json.loads(doc), json.loads(peak)["peak_mib"]
 
 
 # -- the padding rule -----------------------------------------------------------------------
@@ -362,12 +376,15 @@ def test_what_analyses_keep_counts_against_the_memory_cap(tmp_path):
         (tmp_path / "log" / run).mkdir(parents=True)
         _write(tmp_path / "log" / run / "w.pt.trace.json", _many_ops(20_000))
     probe = tb_profiler.load(tmp_path / "log" / "a" / "w.pt.trace.json", cache=False)
-    one = trace_nbytes(probe)
+    timeline.lod_index(probe)  # what the preparer thread keeps with each loaded trace
+    one = trace_nbytes(probe) + memo_nbytes(probe)
     state = ProfilerState(str(tmp_path / "log"), memory_bytes=int(2.3 * one), cache=False, reload_s=3600).start()
     try:
         assert state.wait_scanned(60)
         entries = {e.run: e for e in state.entries()}
         assert state.wait_loaded(list(entries.values()), 120)
+        for run in ("a", "b"):  # built here, so the preparer thread's growth is counted before, not
+            timeline.lod_index(state.trace(entries[run]))  # racing the Operator view's below
         assert state.resident(entries["a"]) and state.resident(entries["b"])
         before = state.memory_used()
         b = state.trace(entries["b"])
