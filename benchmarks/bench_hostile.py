@@ -49,6 +49,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -439,8 +440,13 @@ def main() -> None:
             results.append(many_case(args.code, case, args.timeout))
             if not args.json:
                 _print(results[-1], good)
+    # Linux carries a parent's high-water RSS over fork and exec into the child's ru_maxrss:
+    # every figure above is at least this script's own peak (a floor, not the child's cost).
+    floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"results": results, "rss_floor_mib": round(floor, 1)}, indent=2))
+    else:
+        print(f"(peak RSS figures include this script's own peak, {floor:.0f} MiB, which wait4 carries into each child)")
 
 
 if __name__ == "__main__":

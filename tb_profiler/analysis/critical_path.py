@@ -151,7 +151,9 @@ def _walk(trace, dev: _Device, host: _Host, a: int, b: int) -> list[tuple[str, i
         segs.append(("tail", int(dev.end[last]), b, -1, -1))
         t = int(dev.end[last])
     node, on_device = last, True
-    while t > a:
+    seen: set[tuple[bool, int]] = set()  # zero-length work at one time can point back: each node is walked once
+    while t > a and (on_device, node) not in seen:
+        seen.add((on_device, node))
         if on_device:
             s, e = int(dev.start[node]), int(min(dev.end[node], t))
             segs.append(("device", max(s, a), e, int(dev.rows[node]), int(dev.rows[node])))

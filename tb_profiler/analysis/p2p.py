@@ -20,6 +20,8 @@ steps), never events.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -30,11 +32,11 @@ __all__ = ["P2P_FAMILIES", "p2p_matrix", "process_groups"]
 P2P_FAMILIES = ("send", "recv", "send_recv")
 
 
-def process_groups(info: dict | None) -> dict[str, tuple[int, ...]]:
+def process_groups(info: dict | None) -> dict[str, Sequence[int]]:
     """{process group name: its member ranks} of one trace's distributedInfo; "" is the
-    default group."""
+    default group (from world_size: a range, never a tuple of every rank)."""
     info = info if isinstance(info, dict) else {}
-    out: dict[str, tuple[int, ...]] = {}
+    out: dict[str, Sequence[int]] = {}
     for pg in info.get("pg_config") or []:  # one entry per process group
         ranks = pg.get("ranks") if isinstance(pg, dict) else None
         if isinstance(ranks, list) and all(isinstance(r, int) for r in ranks):
@@ -43,11 +45,11 @@ def process_groups(info: dict | None) -> dict[str, tuple[int, ...]]:
                 out.setdefault("", tuple(ranks))
     world = info.get("world_size")
     if "" not in out and isinstance(world, int) and not isinstance(world, bool) and world > 0:
-        out[""] = tuple(range(world))
+        out[""] = range(world)
     return out
 
 
-def p2p_matrix(collectives: pd.DataFrame, groups: dict[str, dict[str, tuple[int, ...]]]) -> dict:
+def p2p_matrix(collectives: pd.DataFrame, groups: dict[str, dict[str, Sequence[int]]]) -> dict:
     """{"ranks": the ranks with point-to-point traffic, "bytes": bytes[i][j] sent from
     ranks[i] to ranks[j], "notes"} from the per-rank collectives table (rank, worker,
     family, pg_name, calls, bytes) and each worker's process groups (``process_groups``)."""
@@ -77,7 +79,7 @@ def p2p_matrix(collectives: pd.DataFrame, groups: dict[str, dict[str, tuple[int,
     return {"ranks": [int(r) for r in ranks], "bytes": matrix.to_numpy(np.int64).tolist(), "notes": notes}
 
 
-def _peer(members: tuple[int, ...] | None, rank: int) -> int:
+def _peer(members: Sequence[int] | None, rank: int) -> int:
     """The other member of a 2-member group holding rank; -1 when there is none."""
     if members is None or len(members) != 2 or rank not in members:
         return -1

@@ -272,7 +272,7 @@ def memory_rule(trace):
     if peaks.empty:
         return None
     total = peaks["total_memory"]
-    ok = total.notna() & (peaks["device"] != "CPU")
+    ok = total.notna() & (total.astype(float) > 0) & (peaks["device"] != "CPU")  # 0 bytes: no size known
     hot = peaks[ok & (peaks["peak_allocated"].astype(float) > MEMORY_SHARE * total.astype(float))]
     if hot.empty:
         return None
@@ -553,7 +553,8 @@ def idle_gaps(trace):
     seg_s, seg_e = cuts[:-1], cuts[1:]
     # No busy edge lies inside a piece: a piece is busy where its start is.
     busy = np.searchsorted(ms, seg_s, side="right") - 1
-    mid_busy = (busy >= 0) & (seg_s < me[np.maximum(busy, 0)])
+    mid_busy = ((busy >= 0) & (seg_s < me[np.maximum(busy, 0)]) if len(ms)  # zero-length work only: none busy
+                else np.zeros(len(seg_s), dtype=bool))
     idx = np.searchsorted(lo, seg_s, side="right") - 1
     in_step = (idx >= 0) & (seg_e <= hi[np.maximum(idx, 0)])
     free = ~mid_busy & in_step

@@ -83,6 +83,8 @@ def _tensors(shapes: list, types: list | None = None) -> list[list[int]]:
     """The tensor inputs' shapes.  ``[]`` is a scalar argument (a Python number: 1.0, alpha)
     unless its "Input type" (``types``, beside ``shapes``) is a tensor's: then it is a 0-dim
     tensor, one element (``x * torch.tensor(2.)``, and the wrapped number of ``x * 2.``)."""
+    if not isinstance(shapes, list):  # Input Dims of another type (a number, text): no shapes known
+        return []
     types = types if isinstance(types, list) else []
     return [s for i, s in enumerate(shapes) if isinstance(s, list) and all(isinstance(d, int) for d in s)
             and (s or (i < len(types) and _is_tensor_type(types[i])))]

@@ -41,12 +41,21 @@ Conventions
 - ``ph`` and ``bp`` take the first byte of the decoded string.
 - An ``args`` that is not an object counts as no args. A repeated ``traceEvents`` key:
   the last array wins.
+- Raw JSON text kept by the decoder (args, top-level values) is read with ``json_value``:
+  as ``json.loads``, except that a number beyond float64 (``1e400``) reads as its text,
+  never as an infinity no JSON answer can carry.
 """
 from __future__ import annotations
+
+import json
+import math
 
 import numpy as np
 
 MISSING_INT = np.iinfo(np.int64).min
+# Most |ts| and |ts + dur| the Trace keeps, in ns (~146 years): far beyond any clock, yet any
+# two such times subtract without int64 overflow (trace/build.py drops rows beyond it).
+TIME_LIMIT_NS = 1 << 62
 
 # Dense columns: one value per event, for every event.
 DENSE: dict[str, tuple[str, str]] = {
@@ -238,3 +247,15 @@ def missing_value(dtype: np.dtype, name: str = "") -> int | float:
     if dtype == np.int64:
         return MISSING_INT
     return -1 if dtype.kind == "i" else 0
+
+
+def json_value(text: str | bytes | bytearray):
+    """The value of a JSON text the decoder kept (an event's args, a top-level value): as
+    ``json.loads``, but a number beyond float64 reads as its own text ("1e400"), a wrong
+    type like any other, so an infinity never reaches an analysis or a JSON answer."""
+    return json.loads(text, parse_float=_finite_float, parse_constant=str)
+
+
+def _finite_float(text: str) -> float | str:
+    value = float(text)
+    return value if math.isfinite(value) else text

@@ -46,6 +46,7 @@ from tb_profiler.analysis.stacks import is_source_frame, trace_frame
 from tb_profiler.analysis.stored import per_trace_stored
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode import STRING_MAX
+from tb_profiler.decode.schema import TIME_LIMIT_NS
 from tb_profiler.plugin.timeline_lod import LodIndex
 from tb_profiler.plugin.timeline_lod import build as lod_build
 from tb_profiler.plugin.timeline_lod import concat_ranges as _ranges
@@ -471,13 +472,15 @@ class FlowIndex:
     A flow touching [a, b) either starts (``lo``) inside it, a range of positions, or
     straddles a: it starts before a and reaches past it, ``reach`` (the latest endpoint
     end, a zero-length endpoint counting as 1 ns) - ``lo`` at most its class's longest.
-    Classes: that extent in powers of 4 ns; per class the flows sorted by lo."""
+    Classes: that extent in powers of 4 ns; per class the flows sorted by lo.  A key holds
+    lo's rank among the flows' lo (its first position in ``lo`` order), not lo in ns: any
+    span fits (a flow at ts 0 among times of 2024)."""
 
-    class_key: np.ndarray    # sorted: class << shift | lo - lo0
+    class_key: np.ndarray    # sorted: class << shift | the rank of lo
     class_pos: np.ndarray    # the flow position of each class_key
     class_start: np.ndarray  # per class, where its keys start (classes + 1 entries)
     class_max: np.ndarray    # per class, its longest extent (reach - lo)
-    shift: int               # bits of (lo - lo0) in class_key
+    shift: int               # bits of the rank in class_key
     lo0: int                 # the earliest lo
     src_order: np.ndarray    # positions sorted by source event row
     src_sorted: np.ndarray   # their source rows
@@ -494,11 +497,9 @@ def flow_index(trace) -> FlowIndex:
     cls = (np.log2(ext.astype(np.float64)) / 2).astype(np.int64)  # about log4: any split works (class_max is exact)
     n_cls = int(cls.max()) + 1 if len(cls) else 1
     lo0 = int(f.lo[0]) if len(f.lo) else 0
-    rel = f.lo - lo0
-    shift = max(int(rel.max()).bit_length() + 1, 1) if len(rel) else 1
-    if n_cls.bit_length() + shift > 62:
-        raise ValueError("flows span too long to index")
-    key = (cls << shift) + rel
+    rank = np.searchsorted(f.lo, f.lo, side="left")  # f.lo is sorted
+    shift = (len(f.lo) + 1).bit_length() + 1
+    key = (cls << shift) + rank
     order = np.argsort(key, kind="stable")
     key = key[order]
     class_start = np.searchsorted(key, np.arange(n_cls + 1, dtype=np.int64) << shift)
@@ -520,17 +521,17 @@ def window_flows(trace, abs_a: int, abs_b: int, wide: np.ndarray, max_flows: int
     f = flow_pairs(trace)
     fi = flow_index(trace)
     ts, end = trace.events["ts"], timeline_index(trace).end
-    i_a = int(np.searchsorted(f.lo, abs_a, side="left"))
-    i_b = int(np.searchsorted(f.lo, abs_b, side="left"))
+    a, b = (min(max(int(x), -TIME_LIMIT_NS), TIME_LIMIT_NS) for x in (abs_a, abs_b))  # no flow lies beyond
+    i_a = int(np.searchsorted(f.lo, a, side="left"))
+    i_b = int(np.searchsorted(f.lo, b, side="left"))
     # the flows starting before the window that reach into it
-    top = 1 << fi.shift
     classes = np.arange(len(fi.class_max), dtype=np.int64)
-    lo_keys = (classes << fi.shift) + np.clip(int(abs_a) - fi.lo0 - fi.class_max, 0, top)
-    hi_keys = (classes << fi.shift) + np.clip(int(abs_a) - fi.lo0, 0, top)
+    lo_keys = (classes << fi.shift) + np.searchsorted(f.lo, a - fi.class_max, side="left")
+    hi_keys = (classes << fi.shift) + i_a
     pos = fi.class_pos[_ranges(np.searchsorted(fi.class_key, lo_keys, side="left"),
                                np.searchsorted(fi.class_key, hi_keys, side="left"))]
     src, dst = f.src[pos], f.dst[pos]
-    before = np.sort(pos[_overlaps(ts[src], end[src], abs_a, abs_b) | _overlaps(ts[dst], end[dst], abs_a, abs_b)])
+    before = np.sort(pos[_overlaps(ts[src], end[src], a, b) | _overlaps(ts[dst], end[dst], a, b)])
     total = len(before) + (i_b - i_a)
     if total <= max_flows:
         return _flow_dicts(trace, f, np.concatenate([before, np.arange(i_a, i_b, dtype=np.int64)])), total

@@ -18,6 +18,14 @@ the last class: at least the widest bin).  Built once per trace, all vectorized:
   l is built from level l-1's runs (coarsened) and class l's events, so the whole ladder
   costs about one pass over the events.
 
+Keys never overflow, whatever the span (a ts of 0 among times of 2024, a time decades
+away: anything the Trace keeps, within ±2**62 ns): where ``ts - t0`` and the key's group
+bits do not fit 62 bits together, the key holds the time's rank among the indexed events'
+distinct start times instead (``times``; a lookup turns a time into its rank with one
+``searchsorted``, which keeps every "starts before x" exact), and where the bins would not
+fit, the finest bin is made coarser by ``factor`` until they do (a window finer than it
+is then read event by event, exactly as below ``base`` anyway).
+
 A window of ``p`` ns per pixel reads level ``l``, the widest whose bins are at most a
 pixel: the events of the classes above l (those at least ``w_l`` long) come as
 themselves through the interval index (the ones narrower than a pixel go to the busy
@@ -30,15 +38,17 @@ be stored with the trace's cache entry and read back without rebuilding it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 BASE_NS = 1000         # the finest bin: windows of less than a microsecond per pixel are exact
 FACTOR = 4             # each level's bins are this many times wider than the previous level's
 MIN_BINS = 64          # the widest level still has about this many bins over the trace
-LOD_VERSION = 2        # bump when the arrays change meaning
-_PARAMS = ("version", "t0", "base", "factor", "levels", "rows", "ev_shift", "bin_shift", "events")
+LOD_VERSION = 3        # bump when the arrays change meaning
+_PARAMS = ("version", "t0", "base", "factor", "levels", "rows", "ev_shift", "bin_shift", "events", "ranked")
+KEY_BITS = 62          # bits a key may use (int64, and room for the arithmetic on it)
+TIME_CLIP = 1 << 62    # |a time from t0| a lookup clips to (no event is further), so key arithmetic never wraps
 
 
 @dataclass
@@ -59,6 +69,8 @@ class LodIndex:
     run_lo: np.ndarray      # sorted: (level * rows + row) << bin_shift | first bin of a busy run
     run_len: np.ndarray     # its bins (int32 where they fit)
     run_count: np.ndarray   # events of class <= level starting in the run (int32 where they fit)
+    ranked: bool = False    # whether ev_key holds a start time's rank in ``times`` instead of ts - t0
+    times: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ranked: distinct ts - t0, sorted
 
     # -- levels ------------------------------------------------------------------------------
     def width(self, level: int) -> int:
@@ -67,6 +79,18 @@ class LodIndex:
     @property
     def widths(self) -> np.ndarray:
         return self.base * self.factor ** np.arange(self.levels, dtype=np.int64)
+
+    def time_key(self, rel):
+        """The key part for a time ``rel`` (ns from t0; an int or an array): an event's key
+        part is below it exactly when the event starts before rel (ts - t0 clipped to the
+        key's range, or in a ranked index the number of distinct start times before rel)."""
+        if self.ranked:
+            return np.searchsorted(self.times, rel, side="left")
+        return np.clip(rel, 0, 1 << self.ev_shift)
+
+    def key_time(self, part: np.ndarray) -> np.ndarray:
+        """ts - t0 of the events whose key parts (``ev_key & mask``) these are."""
+        return self.times[part] if self.ranked else part
 
     def level_for(self, ns_per_px: float) -> int:
         """The widest level whose bin is at most ns_per_px; -1 below the finest bin."""
@@ -81,12 +105,11 @@ class LodIndex:
         classes = classes[(np.diff(self.ev_class_start)[classes] > 0)] if len(classes) else classes
         if not len(classes):
             return np.zeros(0, np.int64)
-        top = 1 << self.ev_shift
         rows = np.arange(self.rows, dtype=np.int64)
         groups = (classes[:, None] * self.rows + rows[None, :]).ravel()
         back = np.repeat(self.class_max_dur[classes], self.rows)
-        lo = (groups << self.ev_shift) + np.clip(int(a) - self.t0 - back, 0, top)
-        hi = (groups << self.ev_shift) + min(max(int(b) - self.t0, 0), top)
+        lo = (groups << self.ev_shift) + self.time_key(_clip(int(a) - self.t0) - back)
+        hi = (groups << self.ev_shift) + self.time_key(_clip(int(b) - self.t0))
         idx = concat_ranges(np.searchsorted(self.ev_key, lo, side="left"),
                             np.searchsorted(self.ev_key, hi, side="left"))
         rows_ = self.ev_id[idx].astype(np.int64)
@@ -99,11 +122,10 @@ class LodIndex:
         """Per i: events of class <= max_class on row[i] starting in [lo[i], hi[i]) (ns from t0)."""
         if not len(row):
             return np.zeros(0, np.int64)
-        top = 1 << self.ev_shift
         classes = np.arange(max_class + 1, dtype=np.int64)
         g = (classes[:, None] * self.rows + row[None, :]) << self.ev_shift
-        n = (np.searchsorted(self.ev_key, g + np.clip(hi, 0, top)[None, :], side="left")
-             - np.searchsorted(self.ev_key, g + np.clip(lo, 0, top)[None, :], side="left"))
+        n = (np.searchsorted(self.ev_key, g + self.time_key(hi)[None, :], side="left")
+             - np.searchsorted(self.ev_key, g + self.time_key(lo)[None, :], side="left"))
         return n.sum(axis=0)
 
     # -- busy blocks --------------------------------------------------------------------------
@@ -187,12 +209,11 @@ class LodIndex:
         rel_a, rel_b = int(a) - self.t0, int(b) - self.t0
         spans = [((ja - 1) * w, ja * w, 1), (ja * w, rel_a, -1), (rel_b, (jb + 1) * w, -1)]
         out = [np.zeros(self.rows, np.int64), np.zeros(self.rows, np.int64)]
-        top = 1 << self.ev_shift
         classes = np.arange(level + 1, dtype=np.int64)
         g = ((classes[:, None] * self.rows + np.arange(self.rows, dtype=np.int64)[None, :]) << self.ev_shift).ravel()
-        mask = top - 1
+        mask = (1 << self.ev_shift) - 1
         for k, (lo, hi, sign) in enumerate(spans):
-            lo, hi = min(max(lo, 0), top), min(max(hi, 0), top)
+            lo, hi = int(self.time_key(_clip(lo))), int(self.time_key(_clip(hi)))
             if hi <= lo:
                 continue
             pos = concat_ranges(np.searchsorted(self.ev_key, g + lo, side="left"),
@@ -202,7 +223,7 @@ class LodIndex:
             key = self.ev_key[pos]
             row = (key >> self.ev_shift) % self.rows
             if k < 2:  # by its end: after a for the bin before, by a for bin ja's head
-                end = (key & mask) + np.maximum(dur[self.ev_id[pos]], 0)
+                end = self.key_time(key & mask) + np.maximum(dur[self.ev_id[pos]], 0)
                 row = row[end > rel_a] if k == 0 else row[end <= rel_a]
             out[0 if k < 2 else 1] += sign * np.bincount(row, minlength=self.rows)
         return out[0], out[1]
@@ -211,11 +232,11 @@ class LodIndex:
     def arrays(self) -> dict[str, np.ndarray]:
         """The index as plain arrays (name -> ndarray), for ``from_arrays``."""
         params = np.array([LOD_VERSION, self.t0, self.base, self.factor, self.levels, self.rows, self.ev_shift,
-                           self.bin_shift, self.events], dtype=np.int64)
+                           self.bin_shift, self.events, int(self.ranked)], dtype=np.int64)
         return {"lod_params": params, "lod_row_start": self.row_start, "lod_ev_key": self.ev_key,
                 "lod_ev_id": self.ev_id, "lod_ev_class_start": self.ev_class_start,
                 "lod_class_max_dur": self.class_max_dur, "lod_run_lo": self.run_lo, "lod_run_len": self.run_len,
-                "lod_run_count": self.run_count}
+                "lod_run_count": self.run_count, "lod_times": self.times}
 
 
 def from_arrays(arrays: dict[str, np.ndarray]) -> LodIndex:
@@ -225,13 +246,19 @@ def from_arrays(arrays: dict[str, np.ndarray]) -> LodIndex:
         raise ValueError(f"level-of-detail arrays of another version ({params[:1]}, expected {LOD_VERSION})")
     p = dict(zip(_PARAMS, params))
     cols = []
-    for k in ("row_start", "ev_key", "ev_id", "ev_class_start", "class_max_dur", "run_lo", "run_len", "run_count"):
+    for k in ("row_start", "ev_key", "ev_id", "ev_class_start", "class_max_dur", "run_lo", "run_len", "run_count",
+              "times"):
         a = np.asarray(arrays[f"lod_{k}"])
         if a.dtype.kind != "i" or a.ndim != 1:
             raise ValueError(f"level-of-detail array {k}: {a.dtype} {a.shape}, expected a 1-d integer array")
         cols.append(a)
     return LodIndex(p["t0"], p["base"], p["factor"], p["levels"], p["rows"], p["ev_shift"], p["bin_shift"],
-                    p["events"], *cols)
+                    p["events"], *cols[:-1], ranked=bool(p["ranked"]), times=cols[-1])
+
+
+def _clip(rel: int) -> int:
+    """A time from t0 within ±TIME_CLIP: what lies beyond holds no event, and key arithmetic on it stays in int64."""
+    return min(max(int(rel), -TIME_CLIP), TIME_CLIP)
 
 
 def concat_ranges(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -262,25 +289,28 @@ def build(track: np.ndarray, depth: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     d = np.maximum(np.asarray(dur, np.int64)[ids], 0)
     rel = ts[ids] - t0
     span = int((rel + np.maximum(d, 1)).max()) if len(ids) else 1
-    levels = 1
-    while base * factor ** (levels - 1) * MIN_BINS < span:
-        levels += 1
+    base, levels, bin_shift = _ladder(span, max(n_rows, 1), base, factor)
+    n_groups = (levels + 1) * max(n_rows, 1)
     widths = base * factor ** np.arange(levels, dtype=np.int64)
     cls = np.searchsorted(widths, d, side="right").astype(np.int64)
     row = row_start[:-1][track[ids]] + depth[ids] if len(ids) else np.zeros(0, np.int64)
     ev_shift = max(int(span).bit_length() + 1, 1)
-    bin_shift = (span // base + 2).bit_length() + 1
-    n_groups = (levels + 1) * max(n_rows, 1)
-    if n_groups.bit_length() + ev_shift > 62 or n_groups.bit_length() + bin_shift > 62:
-        raise ValueError(f"trace too long for the level-of-detail keys ({span} ns, {n_rows} rows)")
+    ranked = n_groups.bit_length() + ev_shift > KEY_BITS
+    times = np.unique(rel) if ranked else np.zeros(0, np.int64)
+    if ranked:  # the time's rank instead of its ns: a key part below len(times) + 1
+        ev_shift = (len(times) + 1).bit_length() + 1
+        if n_groups.bit_length() + ev_shift > KEY_BITS:
+            raise ValueError(f"too many rows for the level-of-detail keys ({n_rows} rows, {len(times)} times)")
+    part = np.searchsorted(times, rel) if ranked else rel
     group = cls * n_rows + row
     if len(ids) and np.all(rel[1:] >= rel[:-1]):  # time-ordered already: a stable sort by group keeps ts order
         order = np.argsort(group.astype(np.uint16 if n_groups < (1 << 16) else np.int64), kind="stable")
     else:
-        order = np.argsort((group << ev_shift) + rel, kind="stable")
-    ev_key = (group[order] << ev_shift) + rel[order]
+        order = np.argsort((group << ev_shift) + part, kind="stable")
+    ev_key = (group[order] << ev_shift) + part[order]
     ev_id = ids[order]
     d_sorted = d[order]
+    rel_sorted = rel[order]
     ev_class_start = np.searchsorted(ev_key, (np.arange(levels + 2, dtype=np.int64) * n_rows) << ev_shift)
     class_max_dur = np.zeros(levels + 1, np.int64)
     nonempty = np.flatnonzero(np.diff(ev_class_start) > 0)
@@ -295,7 +325,7 @@ def build(track: np.ndarray, depth: np.ndarray, ts: np.ndarray, dur: np.ndarray,
         w = int(widths[level])
         s, e = ev_class_start[level], ev_class_start[level + 1]
         r = (ev_key[s:e] >> ev_shift) - level * n_rows
-        t = ev_key[s:e] & ((1 << ev_shift) - 1)
+        t = rel_sorted[s:e]
         lo = t // w
         hi = (t + np.maximum(d_sorted[s:e], 1) - 1) // w + 1
         if level:
@@ -322,7 +352,24 @@ def build(track: np.ndarray, depth: np.ndarray, ts: np.ndarray, dur: np.ndarray,
         out_n.append(prev_n)
     return LodIndex(t0, base, factor, levels, n_rows, ev_shift, bin_shift, n_events, row_start, ev_key,
                     _narrow(ev_id), ev_class_start.astype(np.int64), class_max_dur, np.concatenate(out_lo),
-                    _narrow(np.concatenate(out_len)), _narrow(np.concatenate(out_n)))
+                    _narrow(np.concatenate(out_len)), _narrow(np.concatenate(out_n)), ranked, times)
+
+
+def _ladder(span: int, rows: int, base: int, factor: int) -> tuple[int, int, int]:
+    """(finest bin, levels, bin_shift) for a span of ``span`` ns over ``rows`` rows: levels
+    up to about MIN_BINS bins over the span, the finest bin ``base`` unless the bin numbers
+    and the (level, row) groups would not fit KEY_BITS together: then ``base * factor**k``
+    for the least k that fits (a span of decades over thousands of rows)."""
+    while True:
+        levels = 1
+        while base * factor ** (levels - 1) * MIN_BINS < span:
+            levels += 1
+        bin_shift = (span // base + 2).bit_length() + 1
+        if ((levels + 1) * rows).bit_length() + bin_shift <= KEY_BITS:
+            return base, levels, bin_shift
+        if base > span:
+            raise ValueError(f"too many rows for the level-of-detail keys ({rows} rows)")
+        base *= factor
 
 
 def _narrow(x: np.ndarray) -> np.ndarray:

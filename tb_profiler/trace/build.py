@@ -10,25 +10,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tb_profiler.decode.schema import MISSING_INT, Decoded, sparse_dtypes
+from tb_profiler.decode.schema import MISSING_INT, TIME_LIMIT_NS, Decoded, sparse_dtypes
 from tb_profiler.trace.categories import kind_column
+from tb_profiler.trace.metadata import checked_toplevel
 from tb_profiler.trace.strings import as_string_array
 
 # Bump when the tables built here change shape or meaning: it is part of the cache key.
 # 2: rows without a usable ts (missing, not a number, out of range) are dropped, with notes.
 # 3: instants written as complete events (torch's python exporter) go to the instants table.
-MODEL_VERSION = 3
+# 4: args values that are no value (a float beyond float64, an integer equal to the missing
+#    sentinel) are missing; meta "dropped" {reason: rows} and "repaired" {field: rows}.
+MODEL_VERSION = 4
 # The category of host instants (``[memory]`` records, ``[OutOfMemory]``): Kineto writes them
 # as ``ph: i``; torch's python exporter (``export_chrome_trace(use_python_export=True)``,
 # torch/profiler/_chrome_trace_export.py) writes every activity as ``ph: X``, so its memory
 # records became spans lasting to the trace's end that enclosed every later operator.
 INSTANT_CATEGORIES = ("cpu_instant_event",)
 
-# Most |ts| and |ts + dur| kept, in ns (~146 years): far beyond any clock, yet any two such
-# times subtract without int64 overflow, so no analysis meets a sentinel or a wrap.
-TIME_LIMIT_NS = 1 << 62
 _ROW_WORDS = {"events": "complete event", "instants": "instant", "counters": "counter sample",
               "flows": "flow event"}
+# Why a row was dropped (meta "dropped" keys, the trust report's "dropped events"), in words.
+DROP_REASONS = {
+    "ts_missing": "whose ts is missing or not a usable number (null, text, an object, or beyond int64)",
+    "time_out_of_range": "whose ts or end (ts + dur) lies beyond ±2^62 ns",
+}
 
 # Which ph values go to which table (ph is the first byte of the "ph" string).
 PHASES: dict[str, bytes] = {
@@ -69,6 +74,7 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
     keep 1 GB of dead JSON text alive.
     """
     dense = decoded.dense
+    sparse = usable_sparse(decoded.sparse)
     n = len(decoded)
     strings = as_string_array(decoded.strings)
     ph, as_instants = _phases(dense, strings)
@@ -79,8 +85,10 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
         vals, counts = np.unique(ph, return_counts=True)
         phase_counts = {(chr(v) if v else ""): int(c) for v, c in zip(vals.tolist(), counts.tolist())}
 
+    bad_top = checked_toplevel(decoded.toplevel)[1]
     sparse_types = sparse_dtypes()
     dropped: dict[str, tuple[int, int]] = {}
+    no_dur = 0
     for table, phases in PHASES.items():
         mask = np.isin(ph, np.frombuffer(phases, dtype=np.uint8))
         rows = np.flatnonzero(mask)
@@ -88,11 +96,14 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
         dur = None
         if table == "events":
             dur = dense["dur"][rows]
-            dur = np.where(dur == MISSING_INT, 0, dur)  # a complete event without dur: zero-length
+            dur_missing = dur == MISSING_INT
+            dur = np.where(dur_missing, 0, dur)  # a complete event without dur: zero-length
         if table != "meta":  # metadata rows carry no time
             keep, dropped[table] = _usable_times(ts, dur)
             if not keep.all():
                 rows, ts, dur = rows[keep], ts[keep], (None if dur is None else dur[keep])
+            if dur is not None:
+                no_dur = int(dur_missing[keep].sum())
         if table == "events":
             order = np.lexsort((-dur, ts))             # by start, longest (outermost) first
             dur = dur[order]
@@ -113,12 +124,12 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
                 if inverse is None:
                     inverse = np.full(n, -1, dtype=np.int64)
                     inverse[rows] = np.arange(len(rows))
-                arr = _densify(decoded, _FROM_SPARSE[col], sparse_types, inverse, len(rows))
+                arr = _densify(sparse, _FROM_SPARSE[col], sparse_types, inverse, len(rows))
             else:
                 arr = dense[col][rows]
             arrays[f"{table}.{col}"] = arr
 
-    for name, (where, values) in decoded.sparse.items():
+    for name, (where, values) in sparse.items():
         if len(where):
             arrays[f"sparse.{name}.rows"] = np.asarray(where)
             arrays[f"sparse.{name}.values"] = np.asarray(values)
@@ -131,9 +142,12 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
         "toplevel": dict(decoded.toplevel),
         "phase_counts": phase_counts,
         "sparse_dtypes": {k: np.dtype(v).str for k, v in sparse_types.items()},
-        "notes": _dropped_notes(dropped) + ([
+        "notes": _dropped_notes(dropped) + _dur_notes(no_dur) + _toplevel_notes(bad_top) + ([
             f"{as_instants} instant events (category cpu_instant_event: [memory] records) were written as "
             "complete events (torch's python exporter) and are read as instants"] if as_instants else []),
+        # machine-readable: rows left out of every table, by reason (DROP_REASONS), and fields read as missing
+        "dropped": _dropped_counts(dropped),
+        "repaired": {k: v for k, v in (("dur_missing", no_dur), ("toplevel_fields", len(bad_top))) if v},
     }
     return TraceState(arrays, strings, _detach_blob(decoded.args_blob, buf), meta)
 
@@ -167,11 +181,49 @@ def _usable_times(ts: np.ndarray, dur: np.ndarray | None) -> tuple[np.ndarray, t
     return ok, (n_missing, int(len(ts) - ok.sum()) - n_missing)
 
 
+def usable_sparse(sparse: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The decoder's sparse columns without the values that are no value: a float beyond
+    float64 (the decoder reads 1e400 as inf) and an integer equal to the MISSING_INT
+    sentinel (-2**63, which would read as missing in one place and as a number in another).
+    Such a field is missing, as a field of the wrong type is (decode/schema.py)."""
+    out = {}
+    for name, (where, values) in sparse.items():
+        values = np.asarray(values)
+        bad = ~np.isfinite(values) if values.dtype.kind == "f" else (
+            values == MISSING_INT if values.dtype == np.int64 else None)
+        if bad is not None and bad.any():
+            keep = ~bad
+            where, values = np.asarray(where)[keep], values[keep]
+        out[name] = (where, values)
+    return out
+
+
+def _dropped_counts(dropped: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """{reason (a DROP_REASONS key): rows dropped for it, over every table}, reasons with rows only."""
+    totals = [sum(counts[i] for counts in dropped.values()) for i in range(len(DROP_REASONS))]
+    return {reason: total for reason, total in zip(DROP_REASONS, totals) if total}
+
+
+def _toplevel_notes(paths: list[str], shown: int = 8) -> list[str]:
+    """The top-level fields read as missing (trace.metadata.TOPLEVEL_RULES), named."""
+    if not paths:
+        return []
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return [f"{len(paths)} top-level field{'s' if len(paths) > 1 else ''} of the wrong type or out of range "
+            f"{'are' if len(paths) > 1 else 'is'} read as missing: {', '.join(paths[:shown])}{more}"]
+
+
+def _dur_notes(no_dur: int) -> list[str]:
+    if not no_dur:
+        return []
+    return [f"{no_dur} complete event{'s have' if no_dur > 1 else ' has'} no usable dur (missing, null, text, an "
+            "object, or beyond int64): read as zero-length"]
+
+
 def _dropped_notes(dropped: dict[str, tuple[int, int]]) -> list[str]:
     """What the tables left out, in words (shown by the overview and `tb-profiler info`)."""
     notes = []
-    for i, why in enumerate(("whose ts is missing or not a usable number (null, text, an object, or beyond int64)",
-                             "whose ts or end (ts + dur) lies beyond ±2^62 ns")):
+    for i, why in enumerate(DROP_REASONS.values()):
         counts = {t: c[i] for t, c in dropped.items() if c[i]}
         if counts:
             parts = ", ".join(f"{n} {_ROW_WORDS[t]}{'s' if n > 1 else ''}" for t, n in counts.items())
@@ -180,13 +232,13 @@ def _dropped_notes(dropped: dict[str, tuple[int, int]]) -> list[str]:
     return notes
 
 
-def _densify(decoded: Decoded, name: str, types, inverse: np.ndarray, m: int) -> np.ndarray:
+def _densify(sparse: dict, name: str, types, inverse: np.ndarray, m: int) -> np.ndarray:
     from tb_profiler.decode.schema import missing_value
 
     dtype = types[name]
     out = np.full(m, missing_value(dtype, name), dtype=dtype)
-    if name in decoded.sparse:
-        where, values = decoded.sparse[name]
+    if name in sparse:
+        where, values = sparse[name]
         if len(where):
             pos = inverse[np.asarray(where)]
             keep = pos >= 0

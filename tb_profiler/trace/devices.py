@@ -14,6 +14,7 @@ import numpy as np
 
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind, kind_mask
+from tb_profiler.trace.metadata import json_int
 from tb_profiler.trace.strings import used_ids
 
 # Backend -> the word the UI uses for one device of it.
@@ -88,12 +89,11 @@ def device_list(props: list[dict], dev_ids: np.ndarray, backend: str | None) -> 
     ``event_devices``), by id."""
     by_id: dict[int, Device] = {}
     for p in props:
-        try:
-            did = int(p.get("id", len(by_id)))
-        except (TypeError, ValueError):
+        did = json_int(p.get("id", len(by_id)))
+        if did is None or did < 0:  # no device (trace.metadata already leaves such entries out)
             continue
         by_id[did] = Device(
-            id=did, name=p.get("name"), kind=backend,
+            id=did, name=p.get("name") if isinstance(p.get("name"), str) else None, kind=backend,
             total_memory=_int(p.get("totalGlobalMem")),
             compute_major=_int(p.get("computeMajor", p.get("major"))),
             compute_minor=_int(p.get("computeMinor", p.get("minor"))),
@@ -113,7 +113,6 @@ def runtime_names(events, strings) -> list[str]:
 
 
 def _int(v) -> int | None:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
+    """A non-negative integer property, else None (a wrong type is a missing property)."""
+    v = json_int(v)
+    return v if v is not None and v >= 0 else None

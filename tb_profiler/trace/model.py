@@ -51,6 +51,9 @@ class Trace:
         self.phase_counts: dict[str, int] = dict(meta.get("phase_counts", {}))
         # What building the tables left out and why (e.g. events without a usable ts).
         self.notes: list[str] = list(meta.get("notes", []))
+        # The same, machine-readable (trace.build): {reason: rows dropped}, {field: rows read as missing}.
+        self.dropped: dict[str, int] = dict(meta.get("dropped", {}))
+        self.repaired: dict[str, int] = dict(meta.get("repaired", {}))
         self.decode_seconds: float = float(meta.get("decode_seconds", decode_seconds))
         self.from_cache = from_cache
         self.load_seconds: float = 0.0

@@ -8,13 +8,12 @@ table's rows only, on first access, then kept.  ``df()`` gives pandas when wante
 """
 from __future__ import annotations
 
-import json
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from tb_profiler.decode.schema import STRING_COLUMNS, missing_value
+from tb_profiler.decode.schema import STRING_COLUMNS, json_value, missing_value
 from tb_profiler.trace.categories import KIND_NAMES
 from tb_profiler.trace.strings import used_ids
 
@@ -276,6 +275,6 @@ def json_loads_blob(blob, off: int, length: int) -> dict:
         return {}
     raw = bytes(blob[off:off + length])
     try:
-        return json.loads(raw)
+        return json_value(raw)
     except (UnicodeDecodeError, ValueError):
-        return json.loads(raw.decode("utf-8", "replace"))
+        return json_value(raw.decode("utf-8", "replace"))
