@@ -394,7 +394,7 @@ def many_case(code: str, case: str, timeout: float) -> dict:
     import bench_many_files  # benchmarks/, the script's folder
 
     kind, n = case.split("-")
-    r = bench_many_files.server_case(kind, int(n), code, timeout)
+    r = bench_many_files.server_case(kind, int(n), code, timeout, bench_many_files.DEFAULT_ASK)
     return {"case": case, "wall_s": round(r["settle_s"], 3), "peak_rss_mib": round(r["rss_mib"], 1),
             "good_max_s": max(r["latency_s"].values()),
             "result": f"{r['files_done']}/{r['files']} files settled" + ("" if r["settled"] else " (NOT settled)")}

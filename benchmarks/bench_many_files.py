@@ -156,6 +156,9 @@ def run_child(script: str, args: list[str], timeout: float) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+DEFAULT_ASK = "trace,operation,runs,status"  # the routes a page asks for while a logdir loads
+
+
 def server_case(case: str, n: int, code: str, timeout: float, routes: str) -> dict:
     logdir = build(case, n)
     cache_dir = tempfile.mkdtemp(prefix="tbp-many-cache-")
@@ -189,7 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--writes", default="0,1000,10000", help="entries already in the cache for one write")
     ap.add_argument("--code", default=str(ROOT), help="folder holding the tb_profiler package to measure")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds a server case may take to settle")
-    ap.add_argument("--ask", default="trace,operation,runs,status",
+    ap.add_argument("--ask", default=DEFAULT_ASK,
                     help="routes asked every 0.5 s while loading (of trace,operation,runs,status); the page polls "
                          "runs and status while loading")
     ap.add_argument("--json", action="store_true")

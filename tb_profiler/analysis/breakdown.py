@@ -56,11 +56,11 @@ def category_masks(trace) -> dict[str, np.ndarray]:
     roles = trace.roles
     ok = valid_times(trace)
     host = role_mask(roles, HOST_WORK) | _legacy_python(trace)
-    is_dl = host & name_map(trace, lambda s: bool(_DATALOADER_RE.match(s)))
+    is_dl = name_map(trace, lambda s: bool(_DATALOADER_RE.match(s)), among=host)  # host names only
     comm_host = comm_calls(trace)
     kernel = roles == Role.COMPUTE
     comm_kernel = comm_kernels(trace)
-    is_step = name_map(trace, lambda s: bool(_STEP_RE.match(s)))
+    is_step = name_map(trace, lambda s: bool(_STEP_RE.match(s)), among=host)  # only ever used within host
     return {
         "kernel": ok & kernel & ~comm_kernel,
         "memcpy": ok & (roles == Role.MEMCPY),

@@ -72,7 +72,7 @@ def comm_kernels(trace) -> np.ndarray:
     External id."""
     ev = trace.events
     kernel = compute(trace)
-    by_name = name_flags(trace, lambda n: _KERNEL_RE.search(n) is not None)
+    by_name = name_flags(trace, lambda n: _KERNEL_RE.search(n) is not None, kernel)  # kernels' names only
     ext = ev["external_id"]
     ids = np.unique(ext[comm_calls(trace) & (ext != MISSING_INT)])
     by_call = np.isin(ext, ids) & (ext != MISSING_INT) if len(ids) else np.zeros(len(ext), dtype=bool)

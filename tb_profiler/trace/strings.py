@@ -39,10 +39,16 @@ def map_string_ids(ids: np.ndarray, strings: np.ndarray, fn: Callable[[str], obj
     ids = np.asarray(ids)
     n = len(strings)
     lut = np.full(n + 1, default, dtype=dtype)  # last slot: missing ids
-    for i in used_ids(ids, n).tolist():
-        lut[i] = fn(strings[i])
+    used = used_ids(ids, n)
+    if len(used):  # map() over the names, one store: no Python indexing per name
+        lut[used] = mapped(fn, strings[used], dtype)
     safe = np.where((ids >= 0) & (ids < n), ids, n)
     return lut[safe]
+
+
+def mapped(fn: Callable[[str], object], names: np.ndarray, dtype) -> np.ndarray:
+    """fn of each name as a 1-d array of dtype (fn's tuples stay objects, never a 2-d array)."""
+    return np.fromiter(map(fn, names), dtype=dtype, count=len(names))
 
 
 def match_ids(strings: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
