@@ -31,12 +31,11 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from datafiles import real_traces, rel
+from datafiles import benchmark_module, real_traces, rel
 from werkzeug.test import Client
 
 import tb_profiler
@@ -67,13 +66,8 @@ def _text(events: list[dict]) -> bytes:
 
 
 def _gz_stream(path: Path, parts) -> Path:
-    """A gzip file of (bytes, repeat) parts, compressed as a stream."""
-    c = zlib.compressobj(6, zlib.DEFLATED, 31)
-    with open(path, "wb") as f:
-        for chunk, repeat in parts:
-            for _ in range(repeat):
-                f.write(c.compress(chunk))
-        f.write(c.flush())
+    """A gzip file of (bytes, repeat) parts, compressed as a stream (bench_hostile's writer)."""
+    benchmark_module("bench_hostile")._write_gz_stream(path, parts)
     return path
 
 
