@@ -156,3 +156,38 @@ def test_trace_raw_is_never_torn(tmp_path):
         app.close()
     assert outcomes["409"] + outcomes["cut"] > 0, outcomes  # the rewrite was seen
     # once it stops, the file settles and is served whole
+
+
+
+def test_trace_raw_of_a_file_caught_empty_while_rewritten_says_it_is_being_written(tmp_path):
+    """The loader read the file at the instant a rewrite had truncated it ("empty file": the
+    entry failed).  While the file is still being written, trace/raw answers 409, not the
+    stale reason of that failed read (a fresh-clone CI run saw a 404 "empty file"); once
+    it has settled, the 404 with the reason."""
+    (tmp_path / "log" / RUN).mkdir(parents=True)
+    target = tmp_path / "log" / RUN / "w0.pt.trace.json"
+    target.write_bytes(gzip.decompress(TENSORLIST_OPS.read_bytes()))
+    state = ProfilerState(str(tmp_path / "log"), reload_s=3600, cache=False)
+    app = ProfilerApp(state, standalone=True)
+    state.start()
+    try:
+        assert state.wait_scanned(30)
+        target.write_bytes(b"")  # found whole, then truncated by a rewrite before its first load
+        url = P + f"trace/raw?run={RUN}&worker=w0"
+        deadline = time.monotonic() + 60
+        while True:
+            overview = Client(app).get(P + f"overview?run={RUN}&worker=w0", environ_overrides={"HTTP_HOST": "localhost"})
+            if overview.status_code != 202 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert overview.status_code == 404 and "empty file" in overview.get_json()["error"], overview.get_data()[:300]
+        os.utime(target)  # written again just now
+        r = Client(app).get(url, environ_overrides={"HTTP_HOST": "localhost"})
+        assert r.status_code == 409 and "being written" in r.get_json()["error"], r.get_data()[:300]
+        past = time.time() - 60
+        os.utime(target, (past, past))
+        r = Client(app).get(url, environ_overrides={"HTTP_HOST": "localhost"})
+        assert r.status_code == 404 and "empty file" in r.get_json()["error"], r.get_data()[:300]
+    finally:
+        state.stop()
+        app.close()

@@ -523,8 +523,9 @@ class ProfilerApp:
     def _workers(self, entries: list[FileEntry]) -> list[str]:
         return sorted({e.worker for e in self._usable(entries)}, key=natural_key)  # discovery's order
 
-    def _entry(self, p: Params, prefix: str = "") -> FileEntry:
-        """The file that run/worker/span (exp_run/... with prefix "exp_") name."""
+    def _entry(self, p: Params, prefix: str = "", failed_ok: bool = False) -> FileEntry:
+        """The file that run/worker/span (exp_run/... with prefix "exp_") name (one that
+        could not be read: a 404 saying why, unless failed_ok)."""
         run = p.text(prefix + "run", required=True)
         entries = self._run_entries(run)
         worker = p.text(prefix + "worker")
@@ -542,7 +543,7 @@ class ProfilerApp:
             entry = next((e for e in mine if e.index == span), None)
             if entry is None:
                 raise ApiError(404, f"worker {worker[:200]!r} of run {run[:200]!r} has no span {span}")
-        if entry.state == FAILED:
+        if entry.state == FAILED and not failed_ok:
             raise ApiError(404, entry.error or f"{entry.rel}: could not be read")
         return entry
 
@@ -875,7 +876,11 @@ class ProfilerApp:
         return self.one(request, search, q, limit, offset)
 
     def r_trace_raw(self, request: Request) -> Response:
-        entry = self._entry(self.params(request))
+        entry = self._entry(self.params(request), failed_ok=True)
+        if entry.state == FAILED:  # read while it was being rewritten (an empty file): say so, not why it failed
+            if raw.being_written(entry.path):
+                raise ApiError(409, f"the trace file is being written: try again in a moment ({entry.rel})")
+            raise ApiError(404, entry.error or f"{entry.rel}: could not be read")
         name = entry.rel.rsplit("/", 1)[-1]
         gz = name.endswith(".gz")
         if not gz:

@@ -43,6 +43,20 @@ def _stamp(f) -> tuple[int, int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def being_written(path: str) -> bool:
+    """Whether a local file was modified less than SETTLE_S ago (an object store's: never
+    told here; its reader fails on its own when the object changes)."""
+    from tb_profiler.io.read import is_url
+
+    if is_url(path) and not path.startswith("file://"):
+        return False
+    try:
+        mtime = os.stat(path[len("file://"):] if path.startswith("file://") else path).st_mtime_ns
+    except OSError:
+        return False
+    return time.time_ns() - mtime < SETTLE_S * 1e9
+
+
 def stable_chunks(path: str, block: int = BLOCK) -> Iterator[bytes]:
     """The file's blocks, all of one version of it; FileChanging (before any byte) when it
     is being written, and from the iterator when it changes during the download."""
@@ -75,4 +89,4 @@ def _rest(f, first: bytes, before, block: int, path: str) -> Iterator[bytes]:
         f.close()
 
 
-__all__ = ["FileChanging", "SETTLE_S", "open_binary", "stable_chunks"]
+__all__ = ["FileChanging", "SETTLE_S", "being_written", "open_binary", "stable_chunks"]
