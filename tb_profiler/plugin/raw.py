@@ -15,6 +15,8 @@ import os
 import time
 from collections.abc import Iterator
 
+from tb_profiler.io.read import is_url, local_path
+
 BLOCK = 1 << 20
 SETTLE_S = 1.0  # a file modified this recently may still be being written
 
@@ -25,13 +27,11 @@ class FileChanging(Exception):
 
 def open_binary(path: str):
     """A binary reader of a local path (or file:// URL) or any fsspec URL."""
-    from tb_profiler.io.read import is_url
-
     if is_url(path):
         import fsspec
 
         return fsspec.open(path, "rb").open()
-    return open(path[len("file://"):] if path.startswith("file://") else path, "rb")
+    return open(local_path(path), "rb")
 
 
 def _stamp(f) -> tuple[int, int, int, int] | None:
@@ -46,12 +46,10 @@ def _stamp(f) -> tuple[int, int, int, int] | None:
 def being_written(path: str) -> bool:
     """Whether a local file was modified less than SETTLE_S ago (an object store's: never
     told here; its reader fails on its own when the object changes)."""
-    from tb_profiler.io.read import is_url
-
-    if is_url(path) and not path.startswith("file://"):
+    if is_url(path):
         return False
     try:
-        mtime = os.stat(path[len("file://"):] if path.startswith("file://") else path).st_mtime_ns
+        mtime = os.stat(local_path(path)).st_mtime_ns
     except OSError:
         return False
     return time.time_ns() - mtime < SETTLE_S * 1e9
