@@ -85,11 +85,19 @@ export function useTimelineWindow<T extends TimelineReply>(route: string, params
     };
   }, [route, selKey, asking, reqStart, reqEnd, reqWidth]); // eslint-disable-line react-hooks/exhaustive-deps
 
-  // the window in the URL (replace: zooming does not fill the history)
+  // the window in the URL (replace: zooming does not fill the history). The timer checks the
+  // window is still the one it was set for: a timer can fire after a newer window has been
+  // rendered but before the effects that clear it have run (a fetch-driven jump on a busy
+  // machine), and writing the old window then would pull the view back to it through the
+  // Back/Forward effect below.
+  const current = useRef(vp);
+  current.current = vp;
   useEffect(() => {
     if (!vp || !bounds) return;
     const whole = vp.start <= bounds.start && vp.end >= bounds.end;
     const timer = setTimeout(() => {
+      const now = current.current;
+      if (!now || now.start !== vp.start || now.end !== vp.end) return;
       setState({ t0: whole ? undefined : String(Math.floor(vp.start)), t1: whole ? undefined : String(Math.ceil(vp.end)) }, true);
     }, 300);
     return () => clearTimeout(timer);
