@@ -16,19 +16,21 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.breakdown import CATEGORIES, LABELS, breakdown
+from tb_profiler.analysis.overhead import overhead_per_step
 from tb_profiler.analysis.steps import steps
 
 __all__ = ["DEFAULT_FACTOR", "STEP_COLUMNS", "step_outliers"]
 
 DEFAULT_FACTOR = 1.5
-STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "ratio", "outlier"]
+STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "ratio", "outlier", "profiler_overhead_ns"]
 
 
 def step_outliers(trace, *, factor: float = DEFAULT_FACTOR) -> dict:
     """Per-step time with its statistics, and the steps that took more than ``factor`` x
     the median step.
 
-    Returns {"steps": one row per step (STEP_COLUMNS; ratio = dur / median),
+    Returns {"steps": one row per step (STEP_COLUMNS; ratio = dur / median; profiler_overhead_ns:
+    the profiler's own time inside the step, analysis.overhead, not subtracted from dur_ns),
     "stats": {steps, mean_ns, median_ns, p90_ns, min_ns, max_ns, factor} (None without
     steps), "outliers": per outlier step: step, name, dur_ns, ratio, cause (the breakdown
     category that grew most against the median step), cause_label, excess_ns (dur - median),
@@ -52,6 +54,8 @@ def step_outliers(trace, *, factor: float = DEFAULT_FACTOR) -> dict:
                           "ratio": ratio, "outlier": outlier})
     cats = [c + "_ns" for c in CATEGORIES]
     typical = {c: int(np.rint(np.median(rows[c].to_numpy(np.int64)))) for c in cats}
+    # the profiler's own time in each step (analysis.overhead): shown beside the step, never subtracted
+    table["profiler_overhead_ns"] = overhead_per_step(trace)["profiler_overhead_ns"].to_numpy(np.int64)
     notes = []
     if len(dur) < 3:
         notes.append(f"only {len(dur)} step{'s' if len(dur) > 1 else ''}: too few to call one an outlier")
@@ -88,7 +92,8 @@ def _causes(rows: pd.DataFrame, typical: dict[str, int], median: float) -> pd.Da
 def _empty(factor: float, notes: list[str]) -> dict:
     table = pd.DataFrame({"step": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object),
                           "start_ns": pd.Series(dtype=np.int64), "dur_ns": pd.Series(dtype=np.int64),
-                          "ratio": pd.Series(dtype=np.float64), "outlier": pd.Series(dtype=bool)})
+                          "ratio": pd.Series(dtype=np.float64), "outlier": pd.Series(dtype=bool),
+                          "profiler_overhead_ns": pd.Series(dtype=np.int64)})
     rows = pd.DataFrame({"step": [], "name": [], "total_ns": [], **{c + "_ns": [] for c in CATEGORIES}})
     return {"steps": table, "stats": None, "outliers": _causes(rows, {c + "_ns": 0 for c in CATEGORIES}, 0.0),
             "median_step": {}, "notes": notes}

@@ -37,6 +37,8 @@ from werkzeug.wrappers import Request, Response
 from tb_profiler.analysis import stored
 from tb_profiler.io.discovery import natural_key
 from tb_profiler.plugin import ROUTE_PREFIX, raw, static, views
+from tb_profiler.plugin import views_counters
+from tb_profiler.plugin import views_compiled
 from tb_profiler.plugin.state import FAILED, LOADED, S_FAILED, FileEntry, LoadFailed, ProfilerState
 
 logger = logging.getLogger("tb_profiler.plugin")
@@ -362,6 +364,8 @@ ROUTE_PARAMS: dict[str, frozenset[str]] = {route: frozenset(names) for route, na
     "roofline": _SEL, "critical_path": (*_SEL, "step"),
     "trace/range_stats": (*_SEL, *_WINDOW),
 }.items()}
+ROUTE_PARAMS.update(views_counters.ROUTE_PARAMS)  # routes of new view modules register themselves
+ROUTE_PARAMS.update(views_compiled.ROUTE_PARAMS)
 _DECLARED = "tb_profiler.params"  # the environ key holding the route's declared names
 
 
@@ -411,6 +415,8 @@ class ProfilerApp:
             "roofline": self.r_roofline, "critical_path": self.r_critical_path,
             "trace/range_stats": self.r_range_stats,
         }
+        self.routes.update(views_counters.routes(self))
+        self.routes.update(views_compiled.routes(self))
 
         assert set(self.routes) == set(ROUTE_PARAMS), set(self.routes) ^ set(ROUTE_PARAMS)
 

@@ -47,6 +47,7 @@ from tb_profiler.analysis.stored import per_trace_stored
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode import STRING_MAX
 from tb_profiler.decode.schema import TIME_LIMIT_NS
+from tb_profiler.plugin.timeline_counters import window_counters
 from tb_profiler.plugin.timeline_lod import LodIndex
 from tb_profiler.plugin.timeline_lod import build as lod_build
 from tb_profiler.plugin.timeline_lod import concat_ranges as _ranges
@@ -214,7 +215,7 @@ def window(trace, start_ns: int | None, end_ns: int | None, width: int, max_even
         "events": events,
         "busy": busy,
         "flows": flows,
-        "counters": utilization(trace, abs_a, abs_b, width) + queue_counters(trace, abs_a, abs_b, width),
+        "counters": window_counters(trace, abs_a, abs_b, width),
         "counts": {"events": len(events), "busy": len(busy), "in_window": int(in_window),
                    "flows": len(flows), "flows_in_window": flows_in_window, "busy_in_window": busy_all},
         "truncated": truncated,

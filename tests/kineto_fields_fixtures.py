@@ -1,0 +1,131 @@
+"""Traces in Kineto's format holding the fields Kineto added in 2025-2026 (issue 19,
+"New fields, used where they belong"), small enough to check every figure by hand.
+
+Each builder follows one libkineto writer (pytorch/kineto, ``libkineto/src/output_json.cpp``
+unless said otherwise; ``tests/data/kineto_fields/README.md`` names them per file):
+
+- hardware counters (``ChromeTraceLogger::handleCounterEvent``, ActivityType
+  HARDWARE_COUNTERS): one ``ph: "C"`` event per counter and sample, ``cat:
+  "hardware_counters"``, ``pid: "GPU <device> Counters"`` (a string), ``tid`` the resource
+  id, ``name`` the counter and ``args: {"": value}``; MTIA counters (MTIA_COUNTERS): one
+  event per sample, ``pid`` the device id, ``name`` the activity, every counter in args.
+- the ``overhead`` activity (``CuptiActivityProfiler::handleOverheadActivity``,
+  ``OverheadActivity``: pid -1, name from ``overheadKindString``: "Buffer Flush",
+  "Instrumentation", ...), a ``ph: "X"`` event.
+- ``host_name`` (``EnvMetadata.h`` ``getEnvMetadata``, written among the top-level
+  metadata by ``handleTraceStart``) and ``Comms Id`` in a collective's args
+  (``appendCollectiveArgs``).
+- kernels' ``occupancy`` args (``CuptiActivity.h``: ``limitingFactors`` from
+  ``limitingFactorsToString``, ``blockLimit*``), ``priority``, ``channel``.
+
+``python tests/kineto_fields_fixtures.py`` rewrites the gzipped files in
+tests/data/kineto_fields/ from these builders.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "kineto_fields"
+HOST_PID, HOST_TID, DEV, STREAM = 3000, 3001, 0, 7
+T0 = 5_000_000  # us
+STEP = 1000     # us
+
+
+def _x(cat: str, name: str, pid, tid, ts: float, dur: float, **args) -> dict:
+    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": T0 + ts, "dur": dur}
+    if args:
+        ev["args"] = args
+    return ev
+
+
+def _meta(pid, tid, what: str, name: str) -> dict:
+    return {"ph": "M", "name": what, "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def _kernel(name: str, ts: float, dur: float, corr: int, **extra) -> dict:
+    return _x("kernel", name, DEV, STREAM, ts, dur, **{"External id": corr, "device": DEV, "stream": STREAM,
+                                                        "correlation": corr, "grid": [132, 1, 1],
+                                                        "block": [128, 1, 1], **extra})
+
+
+# -- hardware counters + overhead (counters.json.gz) ------------------------------------------
+# Per step k (1000 us): kernel "gemm" [+100, +300), kernel "relu" [+500, +600).
+# Counters on "GPU 0 Counters", sampled every 200 us from 0 (sample i at 200*i us, held until
+# the next): "sm__throughput" 10*(i+1), "dram__bytes" 2*i+1.  Over gemm [+100, +300) of step 0:
+# sm (10*100 + 20*100)/200 = 15, of step 1 [1100, 1300): (60+70)/2 = 65 -> gemm 40; relu
+# [+500, +600): 30 and 80 -> 55.  dram: gemm 2 and 12 -> 7, relu 5 and 15 -> 10.
+def SM_VALUE(i: int) -> float:
+    return 10.0 * (i + 1)
+
+
+def DRAM_VALUE(i: int) -> float:
+    return 2.0 * i + 1
+# CUPTI overhead events (step, at us, dur us, name).  Step 0 [0, 1000): 250-270 with 255-265 inside
+# it, 700-705, and 990-1010 crossing into step 1 -> 20 + 5 + 10 = 35 us, 4 starting in it;
+# step 1: 1000-1010 and 1400-1430 -> 40 us, 1 starting in it.  Whole trace: 75 us covered;
+# "Buffer Flush" 3 events 70 us, "Instrumentation" 2 events 15 us.
+OVERHEAD = [(0, 250, 20, "Buffer Flush"), (0, 255, 10, "Instrumentation"), (0, 700, 5, "Instrumentation"),
+            (0, 990, 20, "Buffer Flush"), (1, 400, 30, "Buffer Flush")]
+
+
+def counters_trace(steps: int = 2) -> dict:
+    """Two steps of two kernels, hardware counters sampled every 200 us, MTIA-style counters
+    and CUPTI overhead events."""
+    ev = [_meta(HOST_PID, 0, "process_name", "python3"), _meta(DEV, 0, "process_name", "GPU 0"),
+          _meta(DEV, STREAM, "thread_name", "stream 7")]
+    for k in range(steps):
+        t = k * STEP
+        c = 100 + 10 * k
+        ev += [_x("user_annotation", f"ProfilerStep#{k}", HOST_PID, HOST_TID, t, STEP),
+               _x("cpu_op", "aten::mm", HOST_PID, HOST_TID, t + 10, 80, **{"External id": c}),
+               _x("cuda_runtime", "cudaLaunchKernel", HOST_PID, HOST_TID, t + 20, 10, correlation=c,
+                  **{"External id": c}),
+               _kernel("gemm", t + 100, 200, c),
+               _x("cpu_op", "aten::relu", HOST_PID, HOST_TID, t + 400, 50, **{"External id": c + 1}),
+               _x("cuda_runtime", "cudaLaunchKernel", HOST_PID, HOST_TID, t + 410, 10, correlation=c + 1,
+                  **{"External id": c + 1}),
+               _kernel("relu", t + 500, 100, c + 1)]
+    # counter samples every 200 us over the whole span (10 samples for 2 steps)
+    for i in range(5 * steps):
+        ts = T0 + 200 * i
+        ev.append({"ph": "C", "cat": "hardware_counters", "name": "sm__throughput", "pid": "GPU 0 Counters",
+                   "tid": 0, "ts": ts, "args": {"": SM_VALUE(i)}})
+        ev.append({"ph": "C", "cat": "hardware_counters", "name": "dram__bytes", "pid": "GPU 0 Counters",
+                   "tid": 0, "ts": ts, "args": {"": DRAM_VALUE(i)}})
+    for k, at, dur, name in OVERHEAD:
+        ev.append(_x("overhead", name, -1, 0, k * STEP + at, dur))
+    return {"schemaVersion": 1, "deviceProperties": [{"id": DEV, "name": "NVIDIA H100 80GB HBM3"}],
+            "traceEvents": ev, "traceName": "counters fixture"}
+
+
+# MTIA counters: pid is the device id; one event per sample with every counter in args.
+MTIA_DEV = 17
+
+
+def mtia_counters_trace() -> dict:
+    """A kernel [+100, +300) on MTIA 17 and mtia_counters samples at +0, +200 (hbm_read 4 then 8,
+    sfu_util 0.5 then 0.25): over the kernel hbm_read averages 6, sfu_util 0.375."""
+    ev = [_meta(MTIA_DEV, 0, "process_name", f"MTIA {MTIA_DEV}"),
+          _x("user_annotation", "ProfilerStep#0", HOST_PID, HOST_TID, 0, STEP),
+          _x("mtia_ccp_events", "fc_job", MTIA_DEV, 101, 100, 200, stream=101)]
+    for i, (hbm, sfu) in enumerate([(4.0, 0.5), (8.0, 0.25), (2.0, 1.0)]):
+        ev.append({"ph": "C", "cat": "mtia_counters", "name": "MTIA Counters", "pid": MTIA_DEV, "tid": 5,
+                   "ts": T0 + 200 * i, "args": {"hbm_read": hbm, "sfu_util": sfu}})
+    return {"schemaVersion": 1, "deviceProperties": [{"id": MTIA_DEV, "name": "ARTEMIS"}], "traceEvents": ev}
+
+
+FIXTURES = {"counters.json.gz": counters_trace, "mtia_counters.json.gz": mtia_counters_trace}
+
+
+def write_all(folder: Path = DATA) -> None:
+    """Writes every fixture gzipped (mtime 0, so the bytes depend on the JSON only)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, build in FIXTURES.items():
+        data = json.dumps(build(), indent=0).encode()
+        (folder / name).write_bytes(gzip.compress(data, 9, mtime=0))
+
+
+if __name__ == "__main__":
+    write_all()

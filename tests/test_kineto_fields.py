@@ -1,0 +1,152 @@
+"""Issue 19, "New fields, used where they belong": device counters and profiler overhead.
+
+The fixtures (tests/data/kineto_fields/, built by tests/kineto_fields_fixtures.py; the
+README there names the libkineto writer each follows) are small enough that every figure
+below is computed by hand in the fixture module's comments.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from bad_fields_corpus import get_settled
+from kineto_fields_fixtures import DATA, counters_trace, mtia_counters_trace
+from kineto_fixtures import device_trace, write_trace
+from werkzeug.test import Client
+
+import tb_profiler
+from tb_profiler.analysis.hw_counters import (
+    CounterSeries,
+    counter_series,
+    interval_means,
+    kernel_counters,
+)
+from tb_profiler.analysis.overhead import overhead_per_step, profiler_overhead
+from tb_profiler.analysis.step_outliers import step_outliers
+from tb_profiler.plugin import ROUTE_PREFIX
+from tb_profiler.plugin.timeline import window
+
+US = 1000
+
+
+@pytest.fixture(scope="module")
+def counters():
+    return tb_profiler.load(DATA / "counters.json.gz", cache=False)
+
+
+@pytest.fixture(scope="module")
+def mtia():
+    return tb_profiler.load(DATA / "mtia_counters.json.gz", cache=False)
+
+
+def test_fixtures_are_what_the_builders_write():
+    import gzip
+
+    for name, build in (("counters.json.gz", counters_trace), ("mtia_counters.json.gz", mtia_counters_trace)):
+        assert json.loads(gzip.decompress((DATA / name).read_bytes())) == build()
+
+
+# -- hardware_counters / mtia_counters --------------------------------------------------------
+def test_hardware_counter_series(counters):
+    series = {s.counter: s for s in counter_series(counters)}
+    assert set(series) == {"sm__throughput", "dram__bytes"}
+    sm = series["sm__throughput"]
+    assert (sm.category, sm.device, sm.track) == ("hardware_counters", 0, "GPU 0 Counters")
+    assert sm.values.tolist() == [10.0 * (i + 1) for i in range(10)]
+    assert np.diff(sm.ts).tolist() == [200 * US] * 9
+
+
+def test_kernel_averages_are_time_weighted(counters):
+    df = kernel_counters(counters).set_index(["name", "counter"])
+    assert df.loc[("gemm", "sm__throughput"), "avg"] == pytest.approx(40.0)  # 15 and 65, 200 us each
+    assert df.loc[("relu", "sm__throughput"), "avg"] == pytest.approx(55.0)  # 30 and 80
+    assert df.loc[("gemm", "dram__bytes"), "avg"] == pytest.approx(7.0)
+    assert df.loc[("relu", "dram__bytes"), "avg"] == pytest.approx(10.0)
+    assert df.loc[("gemm", "sm__throughput"), "calls"] == 2
+    assert df.loc[("gemm", "sm__throughput"), "covered_ns"] == 400 * US
+
+
+def test_mtia_counters_one_series_per_member(mtia):
+    series = {s.counter: s for s in counter_series(mtia)}
+    assert set(series) == {"MTIA Counters: hbm_read", "MTIA Counters: sfu_util"}
+    assert series["MTIA Counters: hbm_read"].device == 17
+    df = kernel_counters(mtia).set_index("counter")
+    assert df.loc["MTIA Counters: hbm_read", "avg"] == pytest.approx(6.0)
+    assert df.loc["MTIA Counters: sfu_util", "avg"] == pytest.approx(0.375)
+
+
+def test_interval_means_edges():
+    s = CounterSeries("hardware_counters", 0, "GPU 0 Counters", "c", np.array([100, 200, 300]),
+                      np.array([1.0, 3.0, 5.0]))
+    mean, covered = interval_means(s, np.array([0, 150, 150, 250, 400, 250]), np.array([50, 250, 150, 350, 500, 250]))
+    assert covered.tolist() == [0, 100, 0, 50, 0, 0]
+    assert np.isnan(mean[0]) and np.isnan(mean[4])  # before the first / after the last sample: unknown
+    assert mean[1] == pytest.approx(2.0)   # 1 for 50 ns, 3 for 50 ns
+    assert mean[2] == pytest.approx(1.0)   # zero-length: the value held at its start
+    assert mean[3] == pytest.approx(3.0)   # clipped at the last sample
+    assert mean[5] == pytest.approx(3.0)
+
+
+def test_counter_tracks_on_the_timeline(counters):
+    w = window(counters, None, None, 20, 1000)
+    tracks = {c["name"]: c for c in w["counters"] if c["kind"] == "hardware_counters"}
+    sm = tracks["GPU 0 Counters: sm__throughput"]
+    # the samples span [0, 1800 us) of the 2000 us trace: 18 bins of 100 us, the value held twice each
+    assert (sm["start_ns"], sm["end_ns"], sm["bins"]) == (0, 1800 * US, 18)
+    assert sm["values"] == [10.0 * (i // 2 + 1) for i in range(18)]
+    assert any(c["kind"] == "utilization" for c in w["counters"])  # the older tracks stay
+
+
+def test_no_counters_no_rows(tmp_path):
+    plain = tb_profiler.load(write_trace(tmp_path / "p.json", device_trace("CUDA")), cache=False)
+    assert counter_series(plain) == [] and kernel_counters(plain).empty
+    assert overhead_per_step(plain)["profiler_overhead_ns"].tolist() == [0, 0, 0]
+
+
+def test_kernel_counters_route(tmp_path):
+    from tb_profiler.plugin.app import ProfilerApp
+    from tb_profiler.plugin.state import ProfilerState
+
+    (tmp_path / "run").mkdir()
+    shutil.copy(DATA / "counters.json.gz", tmp_path / "run" / "w.pt.trace.json.gz")
+    state = ProfilerState(str(tmp_path), reload_s=3600, cache=False, jobs=1)
+    app = ProfilerApp(state, standalone=True)
+    state.start()
+    try:
+        assert state.wait_scanned(60)
+        r = get_settled(Client(app), f"{ROUTE_PREFIX}kernel_counters?run=run&worker=w")
+        assert r.status_code == 200, r.get_data()[:300]
+        body = json.loads(r.get_data())
+        rows = {(x["name"], x["counter"]): x for x in body["rows"]}
+        assert rows[("relu", "sm__throughput")]["avg"] == pytest.approx(55.0)
+        assert {c["counter"] for c in body["counters"]} == {"sm__throughput", "dram__bytes"}
+        assert body["notes"] == [] and body["rows_total"] == 4
+    finally:
+        state.stop()
+        app.close()
+
+
+# -- overhead --------------------------------------------------------------------------------
+def test_overhead_per_step(counters):
+    df = overhead_per_step(counters)
+    assert df["profiler_overhead_ns"].tolist() == [35 * US, 40 * US]  # overlap counted once, split at the edge
+    assert df["overhead_events"].tolist() == [4, 1]
+    assert df["overhead_pct"].tolist() == pytest.approx([3.5, 4.0])
+
+
+def test_overhead_totals_and_kinds(counters):
+    out = profiler_overhead(counters)
+    assert out["total_ns"] == 75 * US
+    assert out["share"] == pytest.approx(75 / 2000)
+    kinds = out["kinds"].set_index("name")
+    assert kinds.loc["Buffer Flush", "events"] == 3 and kinds.loc["Buffer Flush", "total_ns"] == 70 * US
+    assert kinds.loc["Instrumentation", "events"] == 2 and kinds.loc["Instrumentation", "total_ns"] == 15 * US
+    assert "subtracted nowhere" in out["notes"][0]
+
+
+def test_step_analysis_shows_overhead_and_keeps_step_time(counters):
+    st = step_outliers(counters)["steps"]
+    assert st["profiler_overhead_ns"].tolist() == [35 * US, 40 * US]
+    assert st["dur_ns"].tolist() == [1000 * US, 1000 * US]  # not subtracted
