@@ -108,6 +108,15 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("--json", action="store_true", help="print JSON")
     why.set_defaults(func=cmd_why)
 
+    compiled = sub.add_parser("compiled", help="torch.compile's generated kernels: backend, launch config, calls, "
+                                               "device time, FLOPs and bytes (from Inductor's launch ranges)")
+    compiled.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
+    compiled.add_argument("--worker", help="one worker of a run")
+    compiled.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
+    compiled.add_argument("--top", type=int, default=20, help="rows of the table")
+    compiled.add_argument("--json", action="store_true", help="print JSON")
+    compiled.set_defaults(func=cmd_compiled)
+
     cache = sub.add_parser("cache", help="what the cache folder holds (decoded columns, summaries), its size cap, "
                                          "and clearing or trimming it")
     cache.add_argument("action", choices=("info", "clear", "trim"),
@@ -506,6 +515,29 @@ def cmd_why(args: argparse.Namespace) -> int:
     else:
         for d in docs:
             _print_why(d)
+    return EXIT_OK
+
+
+def cmd_compiled(args: argparse.Namespace) -> int:
+    """The compiled_kernels route's document per trace (plugin/views_compiled), as a table."""
+    from tb_profiler.plugin.views_compiled import compiled_kernels
+
+    try:
+        _, traces = _run_and_traces(args.path, args.worker, args.span)
+        docs = [{"path": t.source, **compiled_kernels(t)} for t in traces]
+    except (TraceFormatError, OSError, KeyError, ValueError) as exc:
+        _error(str(exc).strip("'\""))
+        return EXIT_BAD_INPUT
+    if args.json:
+        _print_json({"traces": docs})
+        return EXIT_OK
+    for d in docs:
+        print(d["path"])
+        _print_table(f"compiled kernels ({d['total']}, most device time first)", d["rows"][:max(args.top, 0)],
+                     ("name", "kernel_backend", "num_warps", "num_stages", "kernel_kwargs", "calls", "device_ns",
+                      "flops", "bytes", "tflops", "tbps"))
+        for note in d["notes"]:
+            print(f"  note         {note}")
     return EXIT_OK
 
 

@@ -2,7 +2,9 @@
 it achieved, its arithmetic intensity, and how close it came to the device's roof.
 
 FLOPs come from the trace's ``flops`` arg where the profile had ``with_flops=True`` (torch's
-own count), else from the operator's input shapes (``record_shapes=True``) for the ops
+own count), for a kernel torch.compile generated from the ``kernel_flop`` and
+``kernel_num_gb`` args Inductor writes on the range around its launch (source "trace",
+``analysis.compiled``; bytes from ``kernel_num_gb`` too), else from the operator's input shapes (``record_shapes=True``) for the ops
 whose count is standard: matrix products (mm, addmm, bmm, baddbmm, linear, matmul: 2·M·K·N
 per product), convolutions (2 · output elements · C_in/groups · kernel size, with stride,
 padding and dilation from the op's concrete inputs), scaled-dot-product attention
@@ -30,6 +32,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from tb_profiler.analysis.compiled import launch_flops_bytes
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, host_parent, launching_op, nearest_ancestor
 from tb_profiler.analysis.nesting import subtree_sum
@@ -192,6 +195,8 @@ def roofline(trace, *, peaks: dict | None = None) -> dict:
                      "their stride and padding (profile with with_flops=True)")
     dtypes = _dtypes(trace, counted)
     nbytes = _bytes(trace, counted, dtypes, out_elems)
+    given_bytes = launch_flops_bytes(trace, counted)[1]  # Inductor's kernel_num_gb, where it says
+    nbytes = np.where(np.isfinite(given_bytes), np.rint(np.nan_to_num(given_bytes)), nbytes).astype(np.int64)
     device_ns = call_tree(trace).device_total[counted].astype(np.int64)
     if len(counted) and not (device_ns > 0).any():
         notes.append("the operators with FLOPs launched no device work in this trace: no achieved rate")
@@ -211,6 +216,10 @@ def _counted_ops(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
     ops = np.flatnonzero((ev["kind"] == Kind.CPU_OP) & valid_times(trace))
     given = ev["flops"][ops]
     has_arg = (given != MISSING_INT) & (given > 0)
+    inductor = launch_flops_bytes(trace, ops)[0]  # kernel_flop of a compiled kernel's launch range
+    from_inductor = ~has_arg & np.isfinite(inductor) & (inductor > 0)
+    given = np.where(from_inductor, np.rint(np.nan_to_num(inductor)), given).astype(np.int64)
+    has_arg |= from_inductor
     shaped_flops, shaped_out = _shape_flops(trace, ops)
     by_shape = ~has_arg & (shaped_flops > 0)
     parent = host_parent(trace)
@@ -229,7 +238,7 @@ def _counted_ops(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
     rows = ops[keep]
     flops = np.where(has_arg, given, shaped_flops)[keep].astype(np.int64)
     out = shaped_out[keep].astype(np.int64)
-    source = np.where(has_arg[keep], "trace flops", "shapes").astype(object)
+    source = np.where(from_inductor[keep], "trace", np.where(has_arg[keep], "trace flops", "shapes")).astype(object)
     return rows, flops, out, source, _uncounted_convolutions(trace, ops, has_arg | (shaped_flops > 0), parent)
 
 

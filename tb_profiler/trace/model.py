@@ -330,6 +330,14 @@ class Trace:
 
         return roofline(self, peaks=peaks)
 
+    def compiled_kernels(self):
+        """One row per kernel torch.compile generated (Inductor's launch ranges): backend,
+        file, hash, launch config, calls, device time, FLOPs, bytes, TFLOP/s, TB/s; NaN
+        where the trace does not say (see analysis.compiled)."""
+        from tb_profiler.analysis.compiled import compiled_kernels
+
+        return compiled_kernels(self)
+
     def critical_path(self, **kw) -> dict:
         """Per step, the chain of device work, launches, host time and synchronizations that
         set its length, and how much of it the host and the device held (see
@@ -385,6 +393,14 @@ class Trace:
         from tb_profiler.analysis.keyavg import table
 
         return table(self, sort_by=sort_by, row_limit=row_limit, **kw)
+
+    def integrity(self) -> dict:
+        """The trust report: torch's trace-validator rules (same names and counts as
+        ``torch.profiler._trace_validator.validate_trace``) and ours, as {"rules": {rule:
+        count}, "findings": DataFrame, "notes": [...], ...} (see analysis.integrity)."""
+        from tb_profiler.analysis.integrity import integrity
+
+        return integrity(self)
 
     def __repr__(self) -> str:
         kinds = ",".join(self.device_kinds) or "CPU"
