@@ -1,0 +1,212 @@
+"""The trust report: what in a trace makes its figures less than exact, counted.
+
+Why: a viewer that silently drops, clips or misattributes events shows confident numbers
+that are wrong (perfetto dropped overlapping kernels for a year; pytorch #192021 lost
+kernels).  ``integrity(trace)`` runs torch 2.13's own validator rules
+(``integrity_rules``, same names and counts as ``torch.profiler._trace_validator``) and
+ours, and says for each how many events it touches, so every view can show whether its
+numbers can be trusted and which figure a finding affects.
+
+Result: ``{"rules": {rule: count}, "findings": DataFrame, "notes": [...], "shares":
+{rule: fraction}, "affects": {figure: [rules]}, "total": findings}``.  ``findings`` has
+one row per torch violation (the first ``MAX_ROWS`` of each rule) and one row per
+finding of ours (per stream, per step, per reason), columns ``rule``, ``count``,
+``detail``, ``event`` (row of ``trace.events``, -1 for none), ``ts_ns`` (absolute ns, or
+MISSING_INT) and ``share`` (NaN where no share applies).  Nothing here changes what the
+other analyses compute: overlapping events are kept and drawn, never dropped.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tb_profiler.analysis.integrity_rules import FRAME_COLUMNS, MAX_ROWS, TORCH_RULES, run_torch_rules
+from tb_profiler.analysis.links import launch
+from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.steps import in_steps, step_info
+from tb_profiler.decode.schema import MISSING_INT
+from tb_profiler.trace.build import DROP_REASONS
+from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.roles import DEVICE_WORK, role_mask
+
+__all__ = ["OUR_RULES", "RULES", "TORCH_RULES", "AFFECTS", "integrity"]
+
+OUR_RULES = ("unlaunched_device_work", "outside_profiling_window", "stream_overlap", "bad_durations",
+             "dropped_events", "steps_left_out", "unfinished_flows", "profiler_overhead", "clock_corrections")
+RULES = (*TORCH_RULES, *OUR_RULES)
+# Which shown figure each rule's findings make less exact (the views put a caveat there).
+AFFECTS: dict[str, tuple[str, ...]] = {
+    "step_time": ("unlaunched_device_work", "outside_profiling_window", "bad_durations", "dropped_events",
+                  "steps_left_out", "profiler_overhead"),
+    "idle": ("unlaunched_device_work", "outside_profiling_window", "stream_overlap", "bad_durations",
+             "dropped_events", "profiler_overhead", "_check_stream_sync_overlap"),
+    "launches": ("_check_gpu_kernel_causality", "unlaunched_device_work", "bad_durations", "dropped_events"),
+}
+
+
+def _row(rule: str, count: int, detail: str, event: int = -1, ts_ns: int = MISSING_INT,
+         share: float = np.nan) -> dict:
+    return {"rule": rule, "count": int(count), "detail": detail, "event": int(event), "ts_ns": int(ts_ns),
+            "share": float(share)}
+
+
+def _device_time(trace, mask: np.ndarray) -> int:
+    dur = trace.events["dur"]
+    return int(np.maximum(dur[mask], 0).sum())
+
+
+def _work(trace) -> np.ndarray:
+    return role_mask(trace.roles, DEVICE_WORK)
+
+
+def unlaunched_device_work(trace) -> tuple[int, float, list[dict]]:
+    """Kernels, copies and fills whose launching runtime call is not in the trace."""
+    work = _work(trace)
+    lost = work & (launch(trace) < 0)
+    n = int(lost.sum())
+    total = _device_time(trace, work)
+    share = _device_time(trace, lost) / total if total else 0.0
+    if not n:
+        return 0, share, []
+    first = int(np.flatnonzero(lost)[0])
+    return n, share, [_row("unlaunched_device_work", n, f"{n} device events ({share:.1%} of device time) have no "
+                           "launching runtime call in the trace (cut off by the profiling window, or the trace "
+                           "was trimmed): they are charged to the step their start falls in",
+                           first, trace.events["ts"][first], share)]
+
+
+def outside_window(trace) -> tuple[int, float, list[dict]]:
+    """Device work that belongs to no kept ProfilerStep (before the first, after the last,
+    or launched by a step left out): it counts in totals but in no per-step figure."""
+    info = step_info(trace)
+    if info.fallback or info.frame.empty:
+        return 0, 0.0, []
+    work = _work(trace)
+    out = work & ~in_steps(trace)
+    n = int(out.sum())
+    total = _device_time(trace, work)
+    share = _device_time(trace, out) / total if total else 0.0
+    if not n:
+        return 0, share, []
+    first = int(np.flatnonzero(out)[0])
+    return n, share, [_row("outside_profiling_window", n, f"{n} device events ({share:.1%} of device time) lie "
+                           "outside the ProfilerStep range: they count in no step", first,
+                           trace.events["ts"][first], share)]
+
+
+def stream_overlap(trace) -> tuple[int, list[dict]]:
+    """Device events that start before an earlier event on the same (device, stream) ended:
+    one stream runs one thing at a time, so each is a clock or recording fault.  Every
+    such event is kept and drawn; the count is of such overlapping pairs (each event with
+    the one it overlaps)."""
+    ev = trace.events
+    rows = np.flatnonzero(_work(trace) & (trace.event_streams >= 0) & (ev["dur"] > 0))
+    if len(rows) < 2:
+        return 0, []
+    df = pd.DataFrame({"dev": trace.event_devices[rows], "stream": trace.event_streams[rows],
+                       "ts": ev["ts"][rows], "end": ev["ts"][rows] + ev["dur"][rows], "row": rows})
+    df = df.sort_values(["dev", "stream", "ts"], kind="stable")
+    prev_end = df.groupby(["dev", "stream"], sort=False)["end"].cummax()
+    prev_end = prev_end.groupby([df["dev"], df["stream"]], sort=False).shift(1)
+    hit = df[(df["ts"] < prev_end).to_numpy()]
+    if hit.empty:
+        return 0, []
+    per = hit.groupby(["dev", "stream"], sort=True).agg(count=("row", "size"), row=("row", "first"), ts=("ts", "first"))
+    out = [_row("stream_overlap", c, f"device {d} stream {s}: {c} events start before the previous one on the "
+                "stream ended (kept and drawn overlapping)", r, t)
+           for (d, s), c, r, t in zip(per.index, per["count"], per["row"], per["ts"])][:MAX_ROWS]  # per stream
+    return int(len(hit)), out
+
+
+def bad_durations(trace) -> tuple[int, list[dict]]:
+    """Durations the decoder could not use as written: negative, missing (read as 0), or a
+    ts/end beyond ±2^62 ns (the row is dropped: no int64 time can hold it)."""
+    dur = trace.events["dur"]
+    parts = [(int((dur < 0).sum()), "complete events have a negative dur (drawn as written, counted as 0)"),
+             (int(trace.repaired.get("dur_missing", 0)), "complete events have no usable dur: read as zero-length"),
+             (int(trace.dropped.get("time_out_of_range", 0)),
+              "events were dropped: " + DROP_REASONS["time_out_of_range"].replace("whose", "their"))]
+    return sum(n for n, _ in parts), [_row("bad_durations", n, f"{n} {what}") for n, what in parts if n]
+
+
+def dropped_events(trace) -> tuple[int, list[dict]]:
+    """Rows the decoder left out for a missing or unusable ts (trace.build)."""
+    n = int(trace.dropped.get("ts_missing", 0))
+    return n, ([_row("dropped_events", n, f"dropped {n} events {DROP_REASONS['ts_missing']}")] if n else [])
+
+
+def steps_left_out(trace) -> tuple[int, list[dict]]:
+    """Trailing ProfilerStep ranges the steps table leaves out, each with its reason."""
+    info = step_info(trace)
+    rows = [_row("steps_left_out", 1, f"left out {d['name']}: {d['reason']}") for d in info.left_out[:MAX_ROWS]]
+    return len(info.left_out), rows
+
+
+def unfinished_flows(trace) -> tuple[int, list[dict]]:
+    """Flow ids (per flow kind) with a single flow event: a start without its finish (or
+    the reverse), an arrow the timeline cannot draw."""
+    fl = trace.flows
+    keep = fl["id"] != MISSING_INT if len(fl) else np.zeros(0, bool)
+    if not keep.any():
+        return 0, []
+    df = pd.DataFrame({"kind": fl["kind"][keep], "id": fl["id"][keep], "ts": fl["ts"][keep]})
+    size = df.groupby(["kind", "id"], sort=False)["ts"].transform("size")
+    lone = df[(size == 1).to_numpy()]
+    n = len(lone)
+    if not n:
+        return 0, []
+    return n, [_row("unfinished_flows", n, f"{n} flows have one end only (a start without a finish, or a "
+                    "finish without a start): no arrow is drawn for them", ts_ns=int(lone["ts"].iloc[0]))]
+
+
+def profiler_overhead(trace) -> tuple[int, float, list[dict]]:
+    """Kineto's ``overhead`` events (CUPTI buffer flushes, instrumentation): their time over
+    the trace's span.  Shown, never subtracted from any figure."""
+    ev = trace.events
+    mask = ev["kind"] == Kind.OVERHEAD
+    n = int(mask.sum())
+    if not n:
+        return 0, 0.0, []
+    span = trace.duration_ns
+    total = int(np.maximum(ev["dur"][mask], 0).sum())
+    share = total / span if span else 0.0
+    first = int(np.flatnonzero(mask)[0])
+    return n, share, [_row("profiler_overhead", n, f"{n} profiler overhead events take {share:.2%} of the trace's span "
+                           "(not subtracted from any figure)", first, ev["ts"][first], share)]
+
+
+@per_trace
+def integrity(trace) -> dict:
+    """The trust report of one trace (module docstring); memoized per trace."""
+    counts, torch_frame = run_torch_rules(trace)
+    shares: dict[str, float] = {}
+    rows: list[dict] = []
+    for rule, fn in (("unlaunched_device_work", unlaunched_device_work), ("outside_profiling_window", outside_window),
+                     ("profiler_overhead", profiler_overhead)):
+        counts[rule], shares[rule], found = fn(trace)
+        rows += found
+    for rule, fn in (("stream_overlap", stream_overlap), ("bad_durations", bad_durations),
+                     ("dropped_events", dropped_events), ("steps_left_out", steps_left_out),
+                     ("unfinished_flows", unfinished_flows)):
+        counts[rule], found = fn(trace)
+        rows += found
+    counts["clock_corrections"] = 0
+    ours = pd.DataFrame(rows, columns=FRAME_COLUMNS)
+    frames = [f for f in (torch_frame, ours) if len(f)]
+    findings = pd.concat(frames, ignore_index=True) if frames else ours
+    findings = findings.astype({"count": np.int64, "event": np.int64, "ts_ns": np.int64, "share": np.float64})
+    rules = {r: int(counts.get(r, 0)) for r in RULES}
+    return {"rules": rules, "findings": findings, "notes": _notes(trace, rules), "shares": shares,
+            "affects": {fig: [r for r in rs if rules[r]] for fig, rs in AFFECTS.items()},
+            "total": sum(rules.values())}
+
+
+def _notes(trace, rules: dict[str, int]) -> list[str]:
+    """What the report cannot tell from one trace, and what a count does not say."""
+    notes = ["clock corrections between ranks: none for a single trace (the Distributed view's clock table "
+             "gives each rank's shift, analysis.clock)"]
+    if step_info(trace).fallback:
+        notes.append("no ProfilerStep#N events: outside_profiling_window is not checked")
+    if not any(rules[r] for r in TORCH_RULES):
+        notes.append("torch.profiler._trace_validator's rules all pass")
+    return notes
