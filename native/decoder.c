@@ -35,7 +35,7 @@ const tb_colspec tb_sparse_specs[TB_NSPARSE] = {
     {"addr", 'q', 8, false}, {"total_allocated", 'q', 8, false}, {"total_reserved", 'q', 8, false},
     {"device_type", 'q', 8, false}, {"device_id", 'q', 8, false}, {"in_msg_nelems", 'q', 8, false},
     {"out_msg_nelems", 'q', 8, false}, {"group_size", 'q', 8, false}, {"rank", 'q', 8, false}, {"seq", 'q', 8, false},
-    {"sort_index", 'q', 8, false}, {"flops", 'q', 8, false},
+    {"sort_index", 'q', 8, false}, {"flops", 'q', 8, false}, {"graph_id", 'q', 8, false}, {"graph_node_id", 'q', 8, false},
     /* ARG_FLOAT */
     {"blocks_per_sm", 'd', 8, false}, {"warps_per_sm", 'd', 8, false}, {"occupancy", 'd', 8, false}, {"bandwidth", 'd', 8, false},
     /* ARG_DIM3 */
@@ -94,6 +94,8 @@ static arg_def arg_defs[] = {
     {"Seq", "seq", ARG_INT, 0, 0},
     {"sort_index", "sort_index", ARG_INT, 0, 0},
     {"flops", "flops", ARG_INT, 0, 0},
+    {"graph id", "graph_id", ARG_INT, 0, 0},
+    {"graph node id", "graph_node_id", ARG_INT, 0, 0},
     {"blocks per SM", "blocks_per_sm", ARG_FLOAT, 0, 0},
     {"warps per SM", "warps_per_sm", ARG_FLOAT, 0, 0},
     {"est. achieved occupancy %", "occupancy", ARG_FLOAT, 0, 0},

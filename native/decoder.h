@@ -22,7 +22,7 @@ typedef struct {
     bool string_id; /* values are ids into the string table */
 } tb_colspec;
 
-#define TB_NSPARSE 55
+#define TB_NSPARSE 57
 extern const tb_colspec tb_sparse_specs[TB_NSPARSE];
 
 /* A top-level member other than traceEvents: decoded key, raw value text (copies). */

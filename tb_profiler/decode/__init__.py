@@ -28,7 +28,7 @@ __all__ = ["DECODER_VERSION", "MIN_PART", "STRING_MAX", "decode", "decode_bytes"
            "Decoded"]
 
 # Bump whenever the decoder's output changes for some input (the decode cache keys on it).
-DECODER_VERSION = 6  # 5: the "flops" arg; 6: strings over STRING_MAX are cut
+DECODER_VERSION = 7  # 5: the "flops" arg; 6: strings over STRING_MAX are cut; 7: graph id, graph node id
 # The most bytes any string of the string table keeps (native/intern.h): a longer one (a
 # name, a category, an args text) is kept as its first bytes, cut at a character
 # boundary, then " [... cut: first K of N bytes]" (trace.strings.cut_length reads N back).

@@ -112,6 +112,8 @@ ARG_INT: dict[str, str] = {
     "seq": "Seq",                       # a collective's sequence number in its process group
     "sort_index": "sort_index",         # process/thread sort index metadata
     "flops": "flops",                   # an operator's FLOPs, recorded with with_flops=True
+    "graph_id": "graph id",             # device work replayed from a CUDA/HIP graph: its exec graph
+    "graph_node_id": "graph node id",   # ... and its node (torch's graph annotations' toolsId key)
 }
 
 # Other spellings of the same field, key -> column (the column's kind applies): PyTorch

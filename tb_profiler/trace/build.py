@@ -20,7 +20,8 @@ from tb_profiler.trace.strings import as_string_array
 # 3: instants written as complete events (torch's python exporter) go to the instants table.
 # 4: args values that are no value (a float beyond float64, an integer equal to the missing
 #    sentinel) are missing; meta "dropped" {reason: rows} and "repaired" {field: rows}.
-MODEL_VERSION = 4
+# 5: the graph_id / graph_node_id args columns (CUDA/HIP graph replays).
+MODEL_VERSION = 5
 # The category of host instants (``[memory]`` records, ``[OutOfMemory]``): Kineto writes them
 # as ``ph: i``; torch's python exporter (``export_chrome_trace(use_python_export=True)``,
 # torch/profiler/_chrome_trace_export.py) writes every activity as ``ph: X``, so its memory
