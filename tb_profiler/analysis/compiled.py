@@ -11,6 +11,13 @@ benchmarking path, ``torch._C._profiler._RecordFunctionFast(name, args, kwargs)`
 Inductor knew them, ``kernel_name``, ``kernel_flop`` and ``kernel_num_gb`` (per call).
 The range's name is ``kernel_name`` ("triton kernel" without it).
 
+What torch 2.13 really writes (checked with a real ``_RecordFunctionFast`` under the CPU
+profiler): the kwargs reach the trace only when the profile had ``record_shapes=True``;
+without it the range is there, named after the kernel, with no args.  Such a range (named
+``triton_*`` or "triton kernel") is still a compiled kernel here, its args NaN, and a note
+says why.  A string value holding a double quote is written as the text "None" (torch does
+not escape it): read as missing.
+
 Those ranges are few (one per launch of a compiled kernel), so their args are read from
 the args text (``trace.arg_values``) of the candidate rows only: cpu_ops whose name is not
 an operator's (no "::") that enclose a runtime launch or own device work, or whose name is
@@ -60,7 +67,7 @@ def _candidates(trace) -> np.ndarray:
     owner = launching_op(trace)
     marked[owner[owner >= 0]] = True
     not_aten = name_map(trace, lambda n: "::" not in n, among=is_op)
-    triton = name_map(trace, lambda n: n.startswith("triton"), among=is_op)
+    triton = name_map(trace, _triton_range_name, among=is_op)
     return np.flatnonzero(is_op & not_aten & (marked | triton))
 
 
@@ -72,7 +79,9 @@ def compiled_launches(trace) -> pd.DataFrame:
     ev = trace.events
     cand = _candidates(trace)
     backend = arg_strings(trace, cand, "kernel_backend") if len(cand) else np.zeros(0, object)
-    rows = cand[np.array([isinstance(b, str) and b != "" for b in backend], dtype=bool)] if len(cand) else cand
+    has_args = np.array([isinstance(b, str) and b != "" for b in backend], dtype=bool)
+    by_name = name_map(trace, _triton_range_name, among=ev["kind"] == Kind.CPU_OP)[cand] if len(cand) else has_args
+    rows = cand[has_args | by_name]
     cols: dict = {"row": rows, "name": _bounded(trace.str(ev["name"][rows]) if len(rows) else np.zeros(0, object))}
     for key in _STRINGS:
         cols[key] = _bounded(arg_strings(trace, rows, key))
@@ -85,9 +94,16 @@ def compiled_launches(trace) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+def _triton_range_name(name: str) -> bool:
+    """A name Inductor gives its launch ranges: a Triton kernel's (triton_poi_, triton_red_,
+    triton_per_, triton_tem_, ...) or its default "triton kernel"."""
+    return name.startswith("triton_") or name == "triton kernel"
+
+
 def _bounded(values: np.ndarray) -> np.ndarray:
-    """Strings cut to MAX_TEXT; anything else None."""
-    return np.array([v[:MAX_TEXT] if isinstance(v, str) else None for v in values], dtype=object)
+    """Strings cut to MAX_TEXT; anything else, and torch's "None" for a string it would
+    not write, None."""
+    return np.array([v[:MAX_TEXT] if isinstance(v, str) and v != "None" else None for v in values], dtype=object)
 
 
 def _device_time(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,6 +211,10 @@ def compiled_notes(trace, kernels: pd.DataFrame, regions: dict) -> list[str]:
         notes.append("no compiled kernels: the trace has no Inductor launch ranges (args kernel_backend, "
                      "kernel_file) and no torch.compile region")
     else:
+        bare = kernels["kernel_backend"].isna()
+        if bare.any():
+            notes.append(f"{int(bare.sum())} compiled kernels have no launch args (kernel_file, num_warps, "
+                         "kernel_flop, ...): torch writes them only when the profile had record_shapes=True")
         if kernels["flops"].isna().any():
             notes.append(f"{int(kernels['flops'].isna().sum())} compiled kernels carry no kernel_flop (Inductor "
                          "writes it with config.benchmark_kernel): no FLOPs for them")

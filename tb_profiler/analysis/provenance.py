@@ -97,7 +97,7 @@ def _read(path: str) -> tuple[object, str | None]:
     except OSError as exc:
         return None, f"{name}: cannot be read ({exc.strerror or exc})"
     if len(data) > MAX_BYTES:
-        return None, f"{name}: larger than {MAX_BYTES >> 20} MiB, not read"
+        return None, f"{name}: larger than {MAX_BYTES} bytes, not read"
     try:
         return json.loads(data), None
     except (ValueError, RecursionError) as exc:
