@@ -13,6 +13,7 @@ import { Pie } from "./Operator";
 import { acceleratorWord } from "./Overview";
 import { LaunchesSection } from "./why/Launches";
 import { QueueSection } from "./why/Queue";
+import { CompiledSection } from "./kernel/Compiled";
 
 const KGROUPS = [
   { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
@@ -112,6 +113,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
           }
         </Loaded>
       </Section>
+      <CompiledSection sel={sel} />
       <Section title="Launches">
         <LaunchesSection sel={sel} dark={dark} />
       </Section>
