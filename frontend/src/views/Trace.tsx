@@ -143,9 +143,12 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
   const found = useApi<SearchReply>(q ? "trace/search" : null, { ...sel, q, limit: SEARCH_PAGE, offset: searchPage * SEARCH_PAGE }, { keepStale: true });
   const answer = found.data && found.data.q === q && q ? found.data : null;
 
+  // The match and its window go into the URL in one write: the window-in-URL effect then
+  // agrees with the view at once, and no older window waiting to be written can win.
   const jump = (m: SearchMatch) => {
-    setState({ ev: String(m.i) });
-    if (vp && bounds && !isWellVisible(m.ts_ns, m.dur_ns, vp)) setVp(jumpWindow(m.ts_ns, m.dur_ns, vp.width, bounds));
+    const win = vp && bounds && !isWellVisible(m.ts_ns, m.dur_ns, vp) ? jumpWindow(m.ts_ns, m.dur_ns, vp.width, bounds) : null;
+    setState({ ev: String(m.i), ...(win ? { t0: String(Math.floor(win.start)), t1: String(Math.ceil(win.end)) } : {}) });
+    if (win) setVp(win);
     setReveal({ track: m.track, depth: m.depth, nonce: Date.now() });
   };
   const step = (delta: number) => {
