@@ -53,7 +53,7 @@ function KernelFile({ row }: { row: CompiledRow }) {
   if (!row.kernel_file) return <span className="muted">–</span>;
   const frame: SourceFrame = { file: row.kernel_file, line: 1, func: null, path: row.kernel_path };
   return (
-    <ol className="frames compiled-file" aria-label="Generated kernel file">
+    <ol className="frames compiled-file" aria-label="Generated kernel file" style={{ listStyle: "none", paddingLeft: 0 }}>
       <FrameItem frame={frame} />
     </ol>
   );
