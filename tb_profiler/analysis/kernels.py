@@ -5,12 +5,14 @@ they fill the GPU, do they use tensor cores". Blocks per SM and estimated achiev
 occupancy are averaged weighted by duration (a 1 ms kernel counts 1000x a 1 us one), a
 kernel without the field counting as 0, as the old torch-tb-profiler did. The op of a
 kernel is the innermost CPU operator around its launch (``links.launching_op``); None
-where the trace lost the launch.
+where the trace lost the launch. A graph replay's kernel takes its node's annotation of the
+captured code instead, where torch's graph annotations give one (analysis.graphs).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from tb_profiler.analysis.graphs import event_labels
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launched_by_graph, launching_op
 from tb_profiler.analysis.memo import per_trace_args
@@ -66,10 +68,22 @@ def _stats(trace, rows: np.ndarray, inv: np.ndarray, m: int) -> dict:
             "occupancy": _weighted(ev["occupancy"][rows], dur, inv, m, total)}
 
 
+def graph_label_codes(trace) -> np.ndarray:
+    """Per event: the code of its graph annotation (analysis.graphs), -1 where none."""
+    return event_labels(trace)[0]
+
+
+def graph_labels(trace) -> np.ndarray:
+    """The graph annotations' texts, by code."""
+    return event_labels(trace)[1]
+
+
 def _op_keys(trace, rows: np.ndarray) -> list[np.ndarray]:
     ev = trace.events
     op = launching_op(trace)[rows]
     op_name = np.where(op >= 0, ev["name"][np.maximum(op, 0)], -1)
+    graph = graph_label_codes(trace)[rows]  # a graph node's annotation, coded -2 - label
+    op_name = np.where(graph >= 0, -2 - graph, op_name)
     return [op_name, *(ev[c][rows].astype(np.int64) for c in _DIMS),
             _int_or_zero(ev["registers"][rows]), _int_or_zero(ev["shared_memory"][rows]), op]
 
@@ -142,7 +156,11 @@ def _op_columns(trace, keys: list[np.ndarray], first: np.ndarray, inv: np.ndarra
     import pandas as pd
 
     # object dtype keeps None (JSON null) where pandas' string dtype would put NaN
-    return {"op": pd.Series(trace.str(op_name), dtype=object),
+    op_text = trace.str(op_name)
+    annotated = op_name <= -2  # graph kernels: the captured code's annotation, not the launch's op
+    if annotated.any():
+        op_text[annotated] = graph_labels(trace)[-2 - op_name[annotated]]
+    return {"op": pd.Series(op_text, dtype=object),
             "grid": pd.Series([_dim_text(*t) for t in zip(gx.tolist(), gy.tolist(), gz.tolist())], dtype=object),
             "block": pd.Series([_dim_text(*t) for t in zip(bx.tolist(), by.tolist(), bz.tolist())], dtype=object),
             "registers": regs, "shared_memory": shm, "op_tc_eligible": op_elig}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tb_profiler.analysis.graphs import graph_notes
 from tb_profiler.analysis.links import (
     GRAPH_LAUNCH_NAMES,
     launch,
@@ -244,6 +245,7 @@ def launch_stats(trace, *, bins: int = 30, outliers: int = 50) -> dict:
         if graph.any():
             notes.append(f"{int(graph.sum())} graph launches issue {int(lf['kernels'][graph].sum())} kernels: "
                          "each counts once, its delay to its first kernel, its kernel time summed")
+            notes += graph_notes(trace)  # whether the replayed kernels can be attributed to the captured code
         neg = int((lf["launch_delay_ns"] < 0).sum())
         if neg:
             notes.append(f"{neg} launches have their first kernel start before the call (host and device clocks "

@@ -338,6 +338,15 @@ class Trace:
 
         return compiled_kernels(self)
 
+    def graphs(self, annotations: str | None = None) -> dict:
+        """CUDA/HIP graph replays: per graph id (replays, kernels, device time, share) and
+        their device time attributed to the captured code by torch's graph annotations (a
+        pickle beside the trace, or ``annotations``, or fields merged into the args); a
+        note where they cannot be attributed (see analysis.graphs)."""
+        from tb_profiler.analysis.graphs import graphs
+
+        return graphs(self, annotations)
+
     def critical_path(self, **kw) -> dict:
         """Per step, the chain of device work, launches, host time and synchronizations that
         set its length, and how much of it the host and the device held (see
