@@ -116,7 +116,38 @@ def mtia_counters_trace() -> dict:
     return {"schemaVersion": 1, "deviceProperties": [{"id": MTIA_DEV, "name": "ARTEMIS"}], "traceEvents": ev}
 
 
-FIXTURES = {"counters.json.gz": counters_trace, "mtia_counters.json.gz": mtia_counters_trace}
+# -- Comms Id and host_name (comms_rank0/1.json.gz) ------------------------------------------
+ALLREDUCE_K = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+ID_A, ID_B = 12345, 18446744073709551557  # ID_B > 2**63: a uint64 that no float or int64 holds as is
+JOB = {"PT_PROFILER_JOB_NAME": "llm_pretrain", "PT_PROFILER_JOB_VERSION": "2", "PT_PROFILER_JOB_ATTEMPT_INDEX": "0"}
+
+
+def comms_rank(rank: int, host: str, calls: list[tuple[int, float, float]], comms_id: bool = True) -> dict:
+    """One step [0, 100) us of NCCL all_reduce kernels carrying the collective's args, as
+    modern Kineto copies them onto the kernel (appendCollectiveArgs), with "Comms Id" and no
+    "Seq"; calls: (comms id, start us, end us).  Top level: host_name and the job's
+    PT_PROFILER_JOB_* values (getEnvMetadata)."""
+    ev = [_x("user_annotation", "ProfilerStep#4", HOST_PID, HOST_TID, 0, 100)]
+    for i, (cid, start, end) in enumerate(calls):
+        args = {"device": DEV, "stream": 13, "correlation": 500 + i, "Collective name": "allreduce",
+                "In msg nelems": 256, "Out msg nelems": 256, "dtype": "Float", "Group size": 2,
+                "Process Group Name": "0", "Process Group Ranks": "[0, 1]", "Rank": rank}
+        if comms_id:
+            args["Comms Id"] = cid
+        ev.append(_x("kernel", ALLREDUCE_K, DEV, 13, start, end - start, **args))
+    return {"schemaVersion": 1, "deviceProperties": [{"id": DEV, "name": "NVIDIA H100 80GB HBM3"}],
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+            "host_name": host, **JOB, "traceEvents": ev}
+
+
+# rank 1's trace lost the first all_reduce (ID_A): by order rank 0's first call [10, 20) would
+# pair with rank 1's only one; by Comms Id, ID_B [40, 60) on rank 0 pairs with [30, 60) on rank 1.
+RANK_CALLS = {0: [(ID_A, 10, 20), (ID_B, 40, 60)], 1: [(ID_B, 30, 60)]}
+HOSTS = {0: "node-a", 1: "node-b"}
+
+
+FIXTURES = {"counters.json.gz": counters_trace, "mtia_counters.json.gz": mtia_counters_trace,
+            **{f"comms_rank{r}.json.gz": (lambda r=r: comms_rank(r, HOSTS[r], RANK_CALLS[r])) for r in (0, 1)}}
 
 
 def write_all(folder: Path = DATA) -> None:

@@ -12,11 +12,23 @@ import shutil
 import numpy as np
 import pytest
 from bad_fields_corpus import get_settled
-from kineto_fields_fixtures import DATA, counters_trace, mtia_counters_trace
+from kineto_fields_fixtures import (
+    DATA,
+    HOSTS,
+    ID_A,
+    ID_B,
+    JOB,
+    RANK_CALLS,
+    comms_rank,
+    counters_trace,
+    mtia_counters_trace,
+)
 from kineto_fixtures import device_trace, write_trace
 from werkzeug.test import Client
 
 import tb_profiler
+from tb_profiler.analysis.collectives import collectives
+from tb_profiler.analysis.distributed import distributed
 from tb_profiler.analysis.hw_counters import (
     CounterSeries,
     counter_series,
@@ -44,7 +56,10 @@ def mtia():
 def test_fixtures_are_what_the_builders_write():
     import gzip
 
-    for name, build in (("counters.json.gz", counters_trace), ("mtia_counters.json.gz", mtia_counters_trace)):
+    from kineto_fields_fixtures import FIXTURES
+
+    assert counters_trace in FIXTURES.values() and mtia_counters_trace in FIXTURES.values()
+    for name, build in FIXTURES.items():
         assert json.loads(gzip.decompress((DATA / name).read_bytes())) == build()
 
 
@@ -150,3 +165,72 @@ def test_step_analysis_shows_overhead_and_keeps_step_time(counters):
     st = step_outliers(counters)["steps"]
     assert st["profiler_overhead_ns"].tolist() == [35 * US, 40 * US]
     assert st["dur_ns"].tolist() == [1000 * US, 1000 * US]  # not subtracted
+
+
+# -- Comms Id and host_name -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def comms_pair():
+    return [tb_profiler.load(DATA / f"comms_rank{r}.json.gz", cache=False) for r in (0, 1)]
+
+
+def test_comms_id_is_read_exactly(comms_pair):
+    recs = collectives(comms_pair[0])
+    ids = recs["comms_id"].to_numpy(np.int64).view(np.uint64).tolist()
+    assert ids == [ID_A, ID_B]  # 2**64 - 59 survives: never read through a float
+
+
+def test_comms_id_matches_where_order_would_not(comms_pair, tmp_path):
+    r = distributed(comms_pair)
+    inst = r["instances"].set_index("comms_id")
+    assert set(r["instances"]["matched_by"]) == {"comms_id"}
+    assert inst.loc[str(ID_B), "ranks"] == 2 and bool(inst.loc[str(ID_B), "complete"])
+    assert inst.loc[str(ID_A), "ranks"] == 1 and not bool(inst.loc[str(ID_A), "complete"])
+    # ID_B: rank 1 starts at 30, rank 0 at 40: rank 1 waits 10 us, rank 0 none
+    assert r["ranks"]["wait_ns"].tolist() == [0, 10 * US]
+    assert any("same Comms Id" in n for n in r["notes"])
+    # the same traces without Comms Id (and without Seq) match by order: rank 0's first call
+    # [10, 20) pairs with rank 1's only call, a different collective
+    plain = [tb_profiler.load(write_trace(tmp_path / f"r{k}.json", comms_rank(k, HOSTS[k], RANK_CALLS[k],
+                                                                                 comms_id=False)), cache=False)
+             for k in (0, 1)]
+    p = distributed(plain)
+    assert set(p["instances"]["matched_by"]) == {"order"}
+    first = p["instances"].sort_values("occurrence").iloc[0]
+    assert first["ranks"] == 2 and first["occurrence"] == 0  # the mismatch Comms Id avoids
+
+
+def test_hosts_split_intra_from_inter_node(comms_pair, tmp_path):
+    r = distributed(comms_pair)
+    assert r["info"]["hosts"] == {0: "node-a", 1: "node-b"} and r["info"]["host_count"] == 2
+    assert r["info"]["job"] == JOB
+    assert set(r["collectives"]["scope"]) == {"inter-node"} and set(r["collectives"]["hosts"]) == {2}
+    assert set(r["instances"]["scope"]) == {"inter-node"}
+    split = r["scopes"].set_index("rank")
+    assert split.loc[0, "scope"] == "inter-node" and split.loc[0, "total_ns"] == 30 * US  # [10,20) + [40,60)
+    same = [tb_profiler.load(write_trace(tmp_path / f"s{k}.json", comms_rank(k, "node-a", RANK_CALLS[k])),
+                             cache=False) for k in (0, 1)]
+    s = distributed(same)
+    assert set(s["collectives"]["scope"]) == {"intra-node"} and set(s["collectives"]["hosts"]) == {1}
+    assert s["scopes"]["total_ns"].tolist() == [30 * US, 30 * US]
+    unknown = [tb_profiler.load(write_trace(tmp_path / "u0.json", comms_rank(0, "", RANK_CALLS[0])), cache=False),
+               same[1]]
+    u = distributed(unknown)
+    assert u["collectives"]["scope"].isna().all() and u["info"]["hosts"][0] is None
+    assert set(u["scopes"]["scope"]) == {"unknown"}
+
+
+def test_summary_keeps_host_and_job(comms_pair):
+    from tb_profiler.summary import summarize_trace
+    from tb_profiler.summary.model import SUMMARY_VERSION
+
+    s = summarize_trace(comms_pair[1])
+    assert (s.host_name, s.job) == ("node-b", JOB) and SUMMARY_VERSION >= 3
+
+
+def test_commops_route_data_has_scopes(comms_pair):
+    from tb_profiler.plugin.views import dist_commops, run_summaries
+
+    out = json.loads(json.dumps(dist_commops(run_summaries(comms_pair))))
+    assert {r["scope"] for r in out["rows"]} == {"inter-node"}
+    assert [(s["rank"], s["scope"], s["total_ns"]) for s in out["scopes"]] == [(0, "inter-node", 30 * US),
+                                                                             (1, "inter-node", 30 * US)]

@@ -101,7 +101,9 @@ _FACTOR_ONE = ("broadcast", "reduce", "send", "recv", "send_recv")
 _NOT_LETTERS = re.compile(r"[^a-z]+")
 
 RECORD_COLUMNS = ["row", "name", "family", "pg_name", "group_size", "seq", "start", "end", "time_on", "bytes",
-                  "out_bytes", "size_bytes", "algbw_gbps", "busbw_gbps"]
+                  "out_bytes", "size_bytes", "algbw_gbps", "busbw_gbps", "comms_id"]
+COMMS_ID = "Comms Id"  # libkineto appendCollectiveArgs (MetadataFieldCatalog kCommsId, a uint64)
+_U64_MAX = "18446744073709551615"
 _NULLABLE = ("group_size", "seq", "bytes", "out_bytes", "size_bytes")
 
 
@@ -253,6 +255,7 @@ def _describe(trace, root: np.ndarray, kern: np.ndarray) -> pd.DataFrame:
     barrier = family == "barrier"
     pg = trace.str(field("pg_name", -1))
     seq = field("seq")
+    comms = _first([_comms_ids(trace, r) for r in args], MISSING_INT)
     return pd.DataFrame({
         "name": pd.Series(names, dtype=object).fillna("(unnamed)").to_numpy(object),
         "family": family,
@@ -261,7 +264,27 @@ def _describe(trace, root: np.ndarray, kern: np.ndarray) -> pd.DataFrame:
         "seq": np.where(seq >= 0, seq, -1),
         "bytes": np.where(barrier, 0, in_bytes),
         "out_bytes": np.where(barrier, 0, _first([_msg_bytes(trace, r, "out_msg_nelems") for r in args], -1)),
+        "comms_id": comms,
     })
+
+
+def _comms_ids(trace, rows: np.ndarray) -> np.ndarray:
+    """Each row's "Comms Id" arg (issue 19: the id every rank gives the same collective), as
+    the int64 holding its uint64 bits; MISSING_INT where the row is -1 or has none.  Read
+    from the args text of these few rows (arg_values), never through a float: the id is
+    64-bit."""
+    from tb_profiler.trace.arg_values import _extract
+
+    out = np.full(len(rows), MISSING_INT, dtype=np.int64)
+    have = np.flatnonzero(np.asarray(rows) >= 0)
+    if not len(have):
+        return out
+    text = pd.Series(_extract(trace, np.asarray(rows)[have], COMMS_ID, r'"?(\d{1,20})(?![\d.eE])'), dtype=object)
+    text = text.str.lstrip("0").str.rjust(1, "0")
+    fits = text.notna() & ((text.str.len() < 20) | ((text.str.len() == 20) & (text <= _U64_MAX)))
+    ok = fits.to_numpy(bool)
+    out[have[ok]] = text[fits].to_numpy(dtype=str).astype(np.uint64).view(np.int64)
+    return out
 
 
 def _records(rows, starts, ends, where: str, attrs: pd.DataFrame) -> pd.DataFrame:
@@ -388,14 +411,16 @@ def collectives(trace) -> pd.DataFrame:
     """This trace's collectives, by start (RECORD_COLUMNS): row (its first kernel, or its
     host call), name, family, pg_name ("" when the trace has none), group_size, seq,
     start, end (ns), time_on ("device" or "host"), bytes (this rank's input message),
-    out_bytes, size_bytes (nccl-tests' S), algbw_gbps, busbw_gbps.  Unknown sizes, group
-    sizes and sequence numbers are null (pandas NA), unknown bandwidths NaN."""
+    out_bytes, size_bytes (nccl-tests' S), algbw_gbps, busbw_gbps, comms_id (Kineto's "Comms
+    Id", its uint64 bits as int64).  Unknown sizes, group sizes, sequence numbers and comms
+    ids are null (pandas NA), unknown bandwidths NaN."""
     recs = _device_records(trace)[0] if comm_kernels(trace).any() else _host_records(trace)
     gs = recs["group_size"].to_numpy(np.int64)
     recs["group_size"] = np.where(gs > 0, gs, _fallback_group_size(trace, recs["pg_name"].to_numpy(object)))
     recs = _bandwidth(recs).sort_values(["start", "row"], kind="stable").reset_index(drop=True)
     for c in _NULLABLE:
         recs[c] = recs[c].astype("Int64").mask(recs[c] < 0)
+    recs["comms_id"] = recs["comms_id"].astype("Int64").mask(recs["comms_id"] == MISSING_INT)
     return recs[RECORD_COLUMNS]
 
 

@@ -75,6 +75,7 @@ import pandas as pd
 from tb_profiler.analysis.clock import CLOCK_COLUMNS, align
 from tb_profiler.analysis.collectives import DTYPE_BYTES, RECORD_COLUMNS, collectives
 from tb_profiler.analysis.communication import comm_calls, comm_kernels
+from tb_profiler.analysis.hosts import pg_scopes, scope_split, with_scope
 from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals
 from tb_profiler.analysis.matching import INSTANCE_COLUMNS, group_instances, instances, match_notes, waits
 from tb_profiler.analysis.recommendations import fmt_ns
@@ -91,6 +92,8 @@ STEP_COLUMNS = ["rank", "worker", "step", "step_ns", "computation_ns", "communic
                 "overlap_ns", "other_ns", "wait_ns", "transfer_ns"]
 COLLECTIVE_COLUMNS = ["rank", "worker", "name", "family", "pg_name", "group_size", "calls", "bytes", "out_bytes",
                       "total_ns", "avg_ns", "algbw_gbps", "busbw_gbps", "time_on", "wait_ns", "transfer_ns"]
+# hosts: distinct hosts of the process group's ranks, scope: intra-node / inter-node (analysis.hosts)
+COLLECTIVE_COLUMNS = [*COLLECTIVE_COLUMNS, "hosts", "scope"]
 EXCLUDED_COLUMNS = ["rank", "worker", "reason"]
 _UNKNOWN_IF_MIXED = ("overlap_ns", "other_ns")  # null where host and device timelines would mix
 
@@ -139,10 +142,12 @@ def distributed_from_summaries(summaries: Sequence) -> dict:
     if len({s.measured_on for _, _, s in ranked}) > 1:
         notes.append("the ranks are not all measured on the same timeline (device, host, or device computation "
                      "with host collectives): their numbers do not compare directly")
+    scopes = pg_scopes(recs, {r: getattr(s, "host_name", None) for r, _, s in ranked})  # issue 19: hosts
+    colls = with_scope(_collective_table(recs, windows), scopes)
     return {"ranks": _rank_totals(per_step, ranked), "steps": per_step,
-            "collectives": _collective_table(recs, windows), "info": _info(ranked, world, missing),
-            "arrivals": late_arrivals(recs, windows),
-            "notes": notes, "instances": instances(recs), "clock": clock,
+            "collectives": colls, "info": {**_info(ranked, world, missing), **_hosts_info(ranked)},
+            "arrivals": late_arrivals(recs, windows), "scopes": scope_split(colls),
+            "notes": notes, "instances": with_scope(instances(recs), scopes), "clock": clock,
             "excluded": pd.DataFrame(excluded, columns=EXCLUDED_COLUMNS).astype({"rank": "int64"})}
 
 
@@ -362,7 +367,7 @@ def _collective_table(ranked: pd.DataFrame, windows: dict) -> pd.DataFrame:
     their time: time-weighted means of the calls' own figures; null when one call lacks
     them."""
     if ranked.empty:
-        return _empty(COLLECTIVE_COLUMNS)
+        return _empty(COLLECTIVE_COLUMNS[:-2])
     keep = np.zeros(len(ranked), dtype=bool)
     starts = ranked["start"].to_numpy()
     for rank, mine in ranked.groupby("rank", sort=False).indices.items():  # one pass per rank, not per event
@@ -386,7 +391,7 @@ def _collective_table(ranked: pd.DataFrame, windows: dict) -> pd.DataFrame:
     out["avg_ns"] = out["total_ns"] / out["calls"]
     out["algbw_gbps"] = (out["size"] / total).mask(out["no_size"])  # bytes per ns = GB/s
     out["busbw_gbps"] = (out["bus"] / total).mask(out["no_bus"])
-    return out[COLLECTIVE_COLUMNS]
+    return out[COLLECTIVE_COLUMNS[:-2]]
 
 
 def _info(ranked: list, world: int | None, missing: list[int]) -> dict:
@@ -402,6 +407,15 @@ def _info(ranked: list, world: int | None, missing: list[int]) -> dict:
             "measured_on": {r: s.measured_on for r, _, s in ranked}}
 
 
+def _hosts_info(ranked: list) -> dict:
+    """Per rank its host (Kineto's host_name; None where the trace has none) and the number
+    of distinct hosts named, and the job (PT_PROFILER_JOB_*) where a trace gives it."""
+    hosts = {r: getattr(s, "host_name", None) for r, _, s in ranked}
+    jobs = [getattr(s, "job", None) for _, _, s in ranked]
+    return {"hosts": hosts, "host_count": len({h for h in hosts.values() if h}) or None,
+            "job": next((j for j in jobs if j), None)}
+
+
 def _source_notes(s) -> list[str]:
     """Why a rank's overlap is unknown."""
     if s.measured_on != "mixed":
@@ -412,9 +426,9 @@ def _source_notes(s) -> list[str]:
              "overlap and other are unknown")]
 
 
-_TEXT = {"worker", "name", "pg_name", "family", "time_on", "communication_note"}
+_TEXT = {"worker", "name", "pg_name", "family", "time_on", "communication_note", "scope"}
 _FLOATS = {"avg_ns", "algbw_gbps", "busbw_gbps"}
-_NULLABLE_INTS = {"group_size", "seq", "bytes", "out_bytes", "size_bytes", "overlap_ns", "other_ns",
+_NULLABLE_INTS = {"group_size", "seq", "comms_id", "hosts", "bytes", "out_bytes", "size_bytes", "overlap_ns", "other_ns",
                   "overview_communication_ns"}
 
 

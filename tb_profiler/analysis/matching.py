@@ -22,9 +22,9 @@ from tb_profiler.analysis.keys import factorize
 
 __all__ = ["INSTANCE_COLUMNS", "group_instances", "instances", "match_notes", "waits"]
 
-INSTANCE_COLUMNS = ["name", "family", "pg_name", "matched_by", "seq", "occurrence", "ranks", "complete",
+INSTANCE_COLUMNS = ["name", "family", "pg_name", "matched_by", "seq", "occurrence", "comms_id", "ranks", "complete",
                     "first_arrival_ns", "last_arrival_ns", "skew_ns", "slowest_rank", "mean_duration_ns", "bytes",
-                    "algbw_min_gbps", "algbw_median_gbps", "busbw_min_gbps", "busbw_median_gbps"]
+                    "algbw_min_gbps", "algbw_median_gbps", "busbw_min_gbps", "busbw_median_gbps", "hosts", "scope"]
 _P2P = ("send", "recv", "send_recv")
 
 
@@ -36,14 +36,18 @@ def group_instances(recs: pd.DataFrame) -> pd.DataFrame:
     recs = recs.sort_values(["rank", "start", "row"], kind="stable").reset_index(drop=True)
     occ = recs.groupby(["rank", "name", "pg_name"], sort=False).cumcount().to_numpy(np.int64)
     seq = recs["seq"]
-    by_seq = seq.notna().groupby(recs["pg_name"], sort=False).transform("all").to_numpy(bool)
+    comms = recs["comms_id"] if "comms_id" in recs else pd.Series(pd.NA, index=recs.index, dtype="Int64")
+    by_comms = comms.notna().groupby(recs["pg_name"], sort=False).transform("all").to_numpy(bool)
+    by_seq = seq.notna().groupby(recs["pg_name"], sort=False).transform("all").to_numpy(bool) & ~by_comms
     p2p = recs["family"].isin(_P2P).to_numpy(bool)
-    kind = np.where(by_seq, np.where(p2p, "\x00p2p", "\x00seq"), recs["name"].to_numpy(object)).astype(object)
-    index = np.where(by_seq, seq.fillna(-1).to_numpy(np.int64), occ)
+    kind = np.where(by_comms, "\x00comms", np.where(by_seq, np.where(p2p, "\x00p2p", "\x00seq"),
+                                                   recs["name"].to_numpy(object))).astype(object)
+    index = np.where(by_comms, comms.fillna(-1).to_numpy(np.int64),
+                     np.where(by_seq, seq.fillna(-1).to_numpy(np.int64), occ))
     pg = recs["pg_name"].to_numpy(object)
     kind_id, _ = factorize(kind, pg)
     gid, _ = factorize(kind_id, index)
-    recs = recs.assign(by_seq=by_seq, index=index, gid=gid)
+    recs = recs.assign(by_seq=by_seq, by_comms=by_comms, index=index, gid=gid)
     issuing = recs["rank"].groupby(kind_id, sort=False).transform("nunique").to_numpy(np.int64)
     present = recs.groupby("gid", sort=False)["rank"].transform("size").to_numpy(np.int64)
     return recs.assign(present=present, issuing=issuing, matched=(present == issuing) & (issuing > 1))
@@ -64,12 +68,16 @@ def match_notes(recs: pd.DataFrame) -> list[str]:
     notes = []
     if recs.empty:
         return notes
-    by_order = recs[~recs["by_seq"]]
+    by_order = recs[~recs["by_seq"] & ~recs["by_comms"]]
     counts = by_order.groupby(["name", "pg_name", "rank"], sort=True).size().unstack("rank")
     for (name, pg), row in counts[counts.nunique(axis=1) > 1].iterrows():  # one per kind of call
         calls = ", ".join(f"rank {r}: {int(c)}" for r, c in row.dropna().items())
         notes.append(f"{name}{f' (process group {pg})' if pg else ''}: ranks recorded different numbers "
                      f"of calls ({calls}); calls past the shortest count are not matched and show no wait")
+    alone_id = int((recs["by_comms"] & ~recs["matched"] & (recs["issuing"] > 1)).sum())
+    if alone_id:
+        notes.append(f"{alone_id} collective calls have no call with the same Comms Id on every other rank "
+                     "(cut off by the profiling window?): not matched, they show no wait")
     alone = int((recs["by_seq"] & ~recs["matched"] & (recs["issuing"] > 1)).sum())
     if alone:
         notes.append(f"{alone} collective calls have no call with the same process group and Seq on every other "
@@ -93,27 +101,32 @@ def instances(recs: pd.DataFrame) -> pd.DataFrame:
     r = recs.assign(dur=recs["end"] - recs["start"])
     grp = r.groupby("gid", sort=False)
     out = grp.agg(name=("name", "first"), family=("family", "first"), pg_name=("pg_name", "first"),
-                  by_seq=("by_seq", "first"), index=("index", "first"), ranks=("rank", "nunique"),
+                  by_seq=("by_seq", "first"), by_comms=("by_comms", "first"), index=("index", "first"), ranks=("rank", "nunique"),
                   complete=("matched", "first"), first_arrival_ns=("astart", "min"),
                   last_arrival_ns=("astart", "max"), mean_duration_ns=("dur", "mean"), bytes=("bytes", "max"),
                   algbw_min_gbps=("algbw_gbps", "min"), algbw_median_gbps=("algbw_gbps", "median"),
                   busbw_min_gbps=("busbw_gbps", "min"), busbw_median_gbps=("busbw_gbps", "median"))
     out["slowest_rank"] = r.loc[grp["astart"].idxmax(), ["gid", "rank"]].set_index("gid")["rank"]
     out["skew_ns"] = out["last_arrival_ns"] - out["first_arrival_ns"]
-    out["matched_by"] = np.where(out["by_seq"], "seq", "order").astype(object)
+    out["matched_by"] = np.where(out["by_comms"], "comms_id", np.where(out["by_seq"], "seq", "order")).astype(object)
     out["seq"] = pd.array(out["index"].where(out["by_seq"]), dtype="Int64")
-    out["occurrence"] = pd.array(out["index"].where(~out["by_seq"]), dtype="Int64")
+    out["occurrence"] = pd.array(out["index"].where(~out["by_seq"] & ~out["by_comms"]), dtype="Int64")
+    # Comms Id is a uint64 (held as its int64 bits): sent as its decimal text, which JSON keeps exact
+    ids = out["index"].to_numpy(np.int64).view(np.uint64).astype(str).astype(object)
+    out["comms_id"] = np.where(out["by_comms"].to_numpy(bool), ids, None).astype(object)
     out["bytes"] = pd.array(out["bytes"], dtype="Int64")
     for c in ("mean_duration_ns", "algbw_min_gbps", "algbw_median_gbps", "busbw_min_gbps", "busbw_median_gbps"):
         out[c] = out[c].astype("float64")
     out = out.sort_values(["first_arrival_ns", "name"], kind="stable").reset_index(drop=True)
+    out["hosts"] = pd.array([pd.NA] * len(out), dtype="Int64")  # analysis.hosts.with_scope fills them
+    out["scope"] = pd.Series([None] * len(out), dtype=object)
     return out[INSTANCE_COLUMNS]
 
 
 def _empty() -> pd.DataFrame:
-    text = {"name", "family", "pg_name", "matched_by"}
+    text = {"name", "family", "pg_name", "matched_by", "scope", "comms_id"}
     floats = {"mean_duration_ns", "algbw_min_gbps", "algbw_median_gbps", "busbw_min_gbps", "busbw_median_gbps"}
-    nullable = {"seq", "occurrence", "bytes"}
+    nullable = {"seq", "occurrence", "bytes", "hosts"}
 
     def dtype(c):
         return (object if c in text else "float64" if c in floats else "Int64" if c in nullable

@@ -478,7 +478,8 @@ def dist_wait(run: RunSummaries) -> dict:
 
 
 def dist_commops(run: RunSummaries) -> dict:
-    return {**_head(run), "rows": run.part("collectives")}
+    # scopes: per rank its collectives' time split intra-/inter-node (analysis.hosts, issue 19)
+    return {**_head(run), "rows": run.part("collectives"), "scopes": run.part("scopes")}
 
 
 def dist_ranks(run: RunSummaries, max_cells: int) -> dict:

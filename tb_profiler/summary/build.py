@@ -22,6 +22,7 @@ from tb_profiler.analysis import breakdown as bd
 from tb_profiler.analysis.collectives import collective_notes, collectives
 from tb_profiler.analysis.communication import BACKEND_RE, comm_calls, comm_kernels
 from tb_profiler.analysis.gpu import device_summary
+from tb_profiler.analysis.hosts import host_name, job_metadata
 from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals, per_group_subtract
 from tb_profiler.analysis.kernels import kernels
 from tb_profiler.analysis.keys import factorize
@@ -61,6 +62,7 @@ def _summary(trace) -> TraceSummary:
         source=str(trace.source), worker=default_worker(trace.source),
         distributed_info=trace.distributed_info if isinstance(trace.distributed_info, dict) else None,
         base_time_ns=int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None,
+        host_name=host_name(trace), job=job_metadata(trace),
         device_word=trace.device_word, device_kinds=tuple(trace.device_kinds), matrix_unit=trace.matrix_unit,
         has_device_work=bool(trace.has_device_work), devices=[_device(d) for d in trace.devices],
         has_memory=len(trace.memory_records) > 0, has_modules=_has_modules(trace),

@@ -25,7 +25,8 @@ import pandas as pd
 from tb_profiler.analysis.jsonable import to_jsonable
 
 # Bump when a summary's content changes shape or meaning: it is part of the store's key.
-SUMMARY_VERSION = 2  # 2: MTIA dma_request events are copies, not kernels (issue 17)
+SUMMARY_VERSION = 3  # 2: MTIA dma_request events are copies, not kernels (issue 17)
+# 3: host_name and job (PT_PROFILER_JOB_*), collectives' comms_id (issue 19)
 
 class SummaryWarning(UserWarning):
     """A trace file of a run could not be summarized; the others were."""
@@ -64,6 +65,8 @@ class TraceSummary:
     seconds: float = 0.0
     distributed_info: dict | None = None
     base_time_ns: int | None = None
+    host_name: str | None = None   # Kineto's top-level host_name (libkineto EnvMetadata.h)
+    job: dict | None = None        # PT_PROFILER_JOB_NAME/_VERSION/_ATTEMPT_INDEX, where written
     device_word: str | None = None
     device_kinds: tuple[str, ...] = ()
     matrix_unit: str | None = None
