@@ -14,6 +14,7 @@ import { acceleratorWord } from "./Overview";
 import { LaunchesSection } from "./why/Launches";
 import { QueueSection } from "./why/Queue";
 import { CompiledSection } from "./kernel/Compiled";
+import { GraphsSection } from "./kernel/Graphs";
 
 const KGROUPS = [
   { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
@@ -114,6 +115,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
         </Loaded>
       </Section>
       <CompiledSection sel={sel} />
+      <GraphsSection sel={sel} />
       <Section title="Launches">
         <LaunchesSection sel={sel} dark={dark} />
       </Section>
