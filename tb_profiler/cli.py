@@ -296,7 +296,15 @@ def trace_info(trace: Any, load_seconds: float) -> dict:
         "load_seconds": round(load_seconds, 6),
         "from_cache": bool(trace.from_cache),
         "notes": list(trace.notes),
+        "integrity": _integrity(trace),
     }
+
+
+def _integrity(trace: Any) -> dict:
+    """The trust report (analysis.integrity): torch's validator rules and ours, counted."""
+    from tb_profiler.analysis.integrity import integrity_json
+
+    return integrity_json(trace)
 
 
 def _device_work(trace: Any) -> dict:
@@ -349,6 +357,9 @@ def _print_info(doc: dict) -> None:
         print(f"    {cat:<{width}}  {n:>9}")
     for note in doc["notes"]:
         print(f"  note         {note}")
+    rep = doc.get("integrity") or {}
+    flagged = ", ".join(f"{r} {n}" for r, n in rep.get("rules", {}).items() if n)
+    print(f"  integrity    {rep.get('total', 0)} findings" + (f" ({flagged})" if flagged else ": no problems found"))
 
 
 # -- summary --------------------------------------------------------------------------

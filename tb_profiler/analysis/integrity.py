@@ -210,3 +210,25 @@ def _notes(trace, rules: dict[str, int]) -> list[str]:
     if not any(rules[r] for r in TORCH_RULES):
         notes.append("torch.profiler._trace_validator's rules all pass")
     return notes
+
+
+MAX_FINDINGS = 500  # finding rows sent as JSON (the total is always sent)
+
+
+def integrity_json(trace, limit: int = MAX_FINDINGS) -> dict:
+    """The report as plain JSON data (``tb-profiler info --json``, the ``integrity`` route):
+    rules, the first ``limit`` findings as rows (``findings_total``: all of them), shares,
+    affects, notes, total.  Times stay absolute ns (the route rebases them)."""
+    from tb_profiler.analysis.jsonable import to_jsonable
+
+    rep = integrity(trace)
+    found = rep["findings"]
+    rows = to_jsonable(found.head(limit))
+    for r in rows:  # at most `limit` rows
+        if r["ts_ns"] == MISSING_INT:
+            r["ts_ns"] = None
+        if r["event"] < 0:
+            r["event"] = None
+    return {"rules": dict(rep["rules"]), "findings": rows, "findings_total": int(len(found)),
+            "shares": to_jsonable(rep["shares"]), "affects": to_jsonable(rep["affects"]),
+            "notes": list(rep["notes"]), "total": int(rep["total"])}

@@ -39,6 +39,7 @@ from tb_profiler.io.discovery import natural_key
 from tb_profiler.plugin import ROUTE_PREFIX, raw, static, views
 from tb_profiler.plugin import views_counters
 from tb_profiler.plugin import views_compiled
+from tb_profiler.plugin import views_integrity
 from tb_profiler.plugin import views_graphs
 from tb_profiler.plugin.state import FAILED, LOADED, S_FAILED, FileEntry, LoadFailed, ProfilerState
 
@@ -367,6 +368,7 @@ ROUTE_PARAMS: dict[str, frozenset[str]] = {route: frozenset(names) for route, na
 }.items()}
 ROUTE_PARAMS.update(views_counters.ROUTE_PARAMS)  # routes of new view modules register themselves
 ROUTE_PARAMS.update(views_compiled.ROUTE_PARAMS)
+ROUTE_PARAMS.update(views_integrity.ROUTE_PARAMS)
 ROUTE_PARAMS.update(views_graphs.ROUTE_PARAMS)
 _DECLARED = "tb_profiler.params"  # the environ key holding the route's declared names
 
@@ -419,6 +421,7 @@ class ProfilerApp:
         }
         self.routes.update(views_counters.routes(self))
         self.routes.update(views_compiled.routes(self))
+        self.routes.update(views_integrity.routes(self))
         self.routes.update(views_graphs.routes(self))
 
         assert set(self.routes) == set(ROUTE_PARAMS), set(self.routes) ^ set(ROUTE_PARAMS)
