@@ -7,6 +7,7 @@ import { skippedFiles } from "./api/skipped";
 import type { RunsReply, StatusReply } from "./api/types";
 import { Empty, ErrorBox, Progress, Select } from "./components/common";
 import { Name } from "./components/Name";
+import { TrustBadge } from "./components/TrustBadge";
 import { onTbReload } from "./state/host";
 import { setState, useAppState } from "./state/store";
 import { useDarkMode } from "./state/theme";
@@ -231,6 +232,7 @@ export function App() {
           />
         )}
         <span className="spacer" />
+        {st.view !== "Diff" && run && span && <TrustBadge sel={sel} />}
         <StatusBadge status={status.data} />
         <button type="button" className="small" title="Forget cached answers and ask the server again" onClick={() => { reloadAll(); setRunsTick((t) => t + 1); }}>
           Reload

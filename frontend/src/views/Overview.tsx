@@ -9,6 +9,7 @@ import { Chart, PALETTE, TOOLTIP_BASE, axisTooltip, pieTooltip } from "../compon
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/common";
 import { Name } from "../components/Name";
+import { Caveat } from "../components/TrustBadge";
 import { setState } from "../state/store";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
 import { stackedExtent, valueAxis } from "../util/ticks";
@@ -138,7 +139,7 @@ export function OverviewView({ sel, dark }: ViewProps) {
           <div className="view">
             <Notes notes={d.notes} />
             <div className="stats">
-              <Stat label="Average step time" value={fmtDuration(s.step_time_avg_ns, 4)} hint={s.whole_trace_step ? "No ProfilerStep in the trace: the whole trace counts as one step" : undefined} />
+              <Stat label="Average step time" value={<>{fmtDuration(s.step_time_avg_ns, 4)}<Caveat sel={sel} figure="step_time" /></>} hint={s.whole_trace_step ? "No ProfilerStep in the trace: the whole trace counts as one step" : undefined} />
               <Stat label={s.whole_trace_step ? "Steps (whole trace)" : "Steps"} value={String(s.num_steps)} hint={s.dropped_steps ? `${s.dropped_steps} incomplete step(s) left out` : undefined} />
               {d.devices.map((dev) => (
                 <Stat key={dev.device} label={`${dev.word ?? dw} ${dev.device} utilization`} value={fmtPct(dev.utilization_pct)} />
@@ -153,10 +154,10 @@ export function OverviewView({ sel, dark }: ViewProps) {
             <Section title="Step time breakdown, per step">
               <BreakdownCharts data={d} dark={dark} />
             </Section>
-            <Section title="Step time">
+            <Section title={<>Step time <Caveat sel={sel} figure="step_time" /></>}>
               <StepTimeSection sel={sel} dark={dark} labels={d.breakdown.labels} />
             </Section>
-            <Section title={`${dw} idle time`}>
+            <Section title={<>{dw} idle time <Caveat sel={sel} figure="idle" /></>}>
               <IdleTimeSection sel={sel} dark={dark} deviceWord={dw} />
             </Section>
             <Section title="Critical path">

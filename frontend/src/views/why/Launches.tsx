@@ -11,6 +11,7 @@ import type { Histogram, LaunchCallRow, LaunchesReply, LaunchOperatorRow, Launch
 import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Stat } from "../../components/common";
+import { Caveat } from "../../components/TrustBadge";
 import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
 import { fmtCount, fmtDuration, fmtPct } from "../../util/format";
@@ -175,7 +176,7 @@ export function LaunchesSection({ sel, dark }: Pick<ViewProps, "sel" | "dark">) 
           <div className="why-launches">
             <Notes notes={d.notes} />
             <div className="stats launch-stats" style={{ marginBottom: 10 }} data-launches={d.launches_total} data-short={d.short_kernels} data-short-share={d.short_share ?? ""}>
-              <Stat label="Launches" value={fmtCount(d.launches_total)} />
+              <Stat label="Launches" value={<>{fmtCount(d.launches_total)}<Caveat sel={sel} figure="launches" /></>} />
               <Stat
                 label="Kernels shorter than their launch call"
                 value={`${fmtPct(d.short_share === null ? null : 100 * d.short_share)} (${fmtCount(d.short_kernels)})`}
