@@ -93,6 +93,9 @@ class Run:
     def roofline(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).roofline(**kw)
 
+    def compiled_kernels(self, worker: str | None = None, span: int | None = None):
+        return self.trace(worker, span).compiled_kernels()
+
     def critical_path(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).critical_path(**kw)
 
