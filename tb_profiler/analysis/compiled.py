@@ -79,7 +79,7 @@ def compiled_launches(trace) -> pd.DataFrame:
     ev = trace.events
     cand = _candidates(trace)
     backend = arg_strings(trace, cand, "kernel_backend") if len(cand) else np.zeros(0, object)
-    has_args = np.array([isinstance(b, str) and b != "" for b in backend], dtype=bool)
+    has_args = pd.Series(backend, dtype=object).str.len().fillna(0).to_numpy() > 0
     by_name = name_map(trace, _triton_range_name, among=ev["kind"] == Kind.CPU_OP)[cand] if len(cand) else has_args
     rows = cand[has_args | by_name]
     cols: dict = {"row": rows, "name": _bounded(trace.str(ev["name"][rows]) if len(rows) else np.zeros(0, object))}
@@ -103,7 +103,8 @@ def _triton_range_name(name: str) -> bool:
 def _bounded(values: np.ndarray) -> np.ndarray:
     """Strings cut to MAX_TEXT; anything else, and torch's "None" for a string it would
     not write, None."""
-    return np.array([v[:MAX_TEXT] if isinstance(v, str) and v != "None" else None for v in values], dtype=object)
+    s = pd.Series(values, dtype=object).str.slice(0, MAX_TEXT)  # NaN where not a string
+    return s.where(s.notna() & (s != "None"), None).to_numpy(dtype=object)
 
 
 def _device_time(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
