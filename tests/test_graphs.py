@@ -11,13 +11,12 @@ import os
 import pickle
 import shutil
 import time
-from collections import defaultdict
 
+import graph_fixtures as fx
 import numpy as np
 import pytest
 from werkzeug.test import Client
 
-import graph_fixtures as fx
 from tb_profiler.analysis.graph_annotations import annotations_file, load_annotations
 from tb_profiler.analysis.graphs import ATTRIBUTION_COLUMNS, GRAPH_COLUMNS
 from tb_profiler.decode.schema import MISSING_INT
@@ -133,9 +132,9 @@ def test_annotations_merged_into_args(annotated):
     _close(_records(out["graphs"]), WANT_GRAPHS)
     _close(_records(out["attribution"]), WANT_ATTRIBUTION)
     assert out["annotations"] == {"file": None, "from_args": 4}
-    assert out["notes"] == ["graph replay: 13 kernels, 94.9 % of GPU time: 12 attributed by torch's graph "
-                            "annotations; 1 kernels (8.5 % of GPU time) have none and cannot be attributed to "
-                            "operators"]
+    assert out["notes"] == [("graph replay: 13 kernels, 94.9 % of GPU time: 12 attributed by torch's graph "
+                             "annotations; 1 kernel (8.5 % of GPU time) has none and cannot be attributed to "
+                             "operators")]
     ops = annotated.kernels("op").set_index("name")
     assert ops.loc["gemm_kernel", "op"] == "phase_A" and ops.loc["relu_kernel", "op"] == "phase_A"
     assert ops.loc["g2_kernel", "op"] is None and ops.loc["eager_add_kernel", "op"] == "aten::add"

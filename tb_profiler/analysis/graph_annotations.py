@@ -33,8 +33,15 @@ import numpy as np
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.io.read import is_url, local_path
 
-__all__ = ["MAX_BYTES", "MAX_NODES", "annotations_file", "load_annotations", "merged_fields", "node_label",
-           "fields_of"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_NODES",
+    "annotations_file",
+    "fields_of",
+    "load_annotations",
+    "merged_fields",
+    "node_label",
+]
 
 MAX_BYTES = 64 << 20        # one annotations pickle, at most
 MAX_NODES = 1_000_000       # toolsIds kept from one pickle
@@ -140,8 +147,8 @@ def load_annotations(path: str) -> tuple[dict[int, dict[str, str]], list[str]]:
             KeyError, MemoryError, RecursionError, UnicodeDecodeError, OverflowError) as e:
         return {}, [f"graph annotations {path}: not a readable pickle ({type(e).__name__}: {str(e)[:200]})"]
     if not isinstance(obj, dict):
-        return {}, [f"graph annotations {path}: malformed, a {type(obj).__name__} where torch writes a dict "
-                    "{toolsId: [annotation, ...]}"]
+        return {}, [(f"graph annotations {path}: malformed, a {type(obj).__name__} where torch writes a dict "
+                     "{toolsId: [annotation, ...]}")]
     out: dict[int, dict[str, str]] = {}
     bad = 0
     try:

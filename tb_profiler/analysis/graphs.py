@@ -18,15 +18,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_profiler.analysis.graph_annotations import annotations_file, load_annotations, merged_fields, node_label
+from tb_profiler.analysis.graph_annotations import (
+    annotations_file,
+    load_annotations,
+    merged_fields,
+    node_label,
+)
 from tb_profiler.analysis.links import graph_launch_calls, launch, launched_by_graph
 from tb_profiler.analysis.memo import per_trace, per_trace_args
 from tb_profiler.analysis.shared import durations
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
-__all__ = ["GRAPH_COLUMNS", "ATTRIBUTION_COLUMNS", "NodeLabels", "graph_notes", "graph_rows", "graphs",
-           "node_labels"]
+__all__ = [
+    "ATTRIBUTION_COLUMNS",
+    "GRAPH_COLUMNS",
+    "NodeLabels",
+    "graph_notes",
+    "graph_rows",
+    "graphs",
+    "node_labels",
+]
 
 GRAPH_COLUMNS = ["graph_id", "replays", "kernels", "device_ns", "share"]
 ATTRIBUTION_COLUMNS = ["annotation", "graphs", "kernels", "device_ns", "share"]
@@ -139,8 +151,10 @@ def _note(trace, n: int, graph_ns: int, total: int, annotated: int, annotated_ns
     if annotated == n:
         return f"{head}, attributed to the captured code by torch's graph annotations"
     rest = 100.0 * (graph_ns - annotated_ns) / total if total else 0.0
-    return (f"{head}: {annotated} attributed by torch's graph annotations; {n - annotated} kernels "
-            f"({rest:.1f} % of {word} time) have none and cannot be attributed to operators")
+    left = n - annotated
+    what, verb = ("kernel", "has") if left == 1 else ("kernels", "have")
+    return (f"{head}: {annotated} attributed by torch's graph annotations; {left} {what} "
+            f"({rest:.1f} % of {word} time) {verb} none and cannot be attributed to operators")
 
 
 def graphs(trace, annotations: str | None = None) -> dict:
@@ -165,7 +179,7 @@ def graphs(trace, annotations: str | None = None) -> dict:
     if len(rows):
         notes.append(_note(trace, len(rows), graph_ns, total, annotated, int(dur[nl.codes >= 0].sum())))
     return {"graphs": _per_graph(trace, rows, dur, total), "attribution": _attribution(trace, rows, dur, nl, total),
-            "kernels": int(len(rows)), "device_ns": graph_ns, "share": graph_ns / total if total else 0.0,
+            "kernels": len(rows), "device_ns": graph_ns, "share": graph_ns / total if total else 0.0,
             "annotated": annotated, "annotations": {"file": nl.file, "from_args": nl.from_args}, "notes": notes}
 
 

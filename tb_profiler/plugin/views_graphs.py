@@ -7,7 +7,8 @@ path from the query.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tb_profiler.analysis.graphs import graphs as _graphs
 from tb_profiler.analysis.jsonable import to_jsonable
@@ -21,8 +22,8 @@ def graphs(trace) -> dict:
     {"file", "from_args"}, "device_word", "notes"}; empty lists for a trace without graphs."""
     out = _graphs(trace)
     g, a = out["graphs"], out["attribution"]
-    return {"graphs": to_jsonable(g.head(MAX_ROWS)), "graphs_total": int(len(g)),
-            "attribution": to_jsonable(a.head(MAX_ROWS)), "attribution_total": int(len(a)),
+    return {"graphs": to_jsonable(g.head(MAX_ROWS)), "graphs_total": len(g),
+            "attribution": to_jsonable(a.head(MAX_ROWS)), "attribution_total": len(a),
             "kernels": out["kernels"], "device_ns": out["device_ns"], "share": out["share"],
             "annotated": out["annotated"], "annotations": out["annotations"], "device_word": trace.device_word,
             "notes": out["notes"]}
