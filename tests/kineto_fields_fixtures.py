@@ -17,6 +17,12 @@ unless said otherwise; ``tests/data/kineto_fields/README.md`` names them per fil
   (``appendCollectiveArgs``).
 - kernels' ``occupancy`` args (``CuptiActivity.h``: ``limitingFactors`` from
   ``limitingFactorsToString``, ``blockLimit*``), ``priority``, ``channel``.
+- XPU (``src/plugin/xpupti/XpuptiActivityHandlers.cpp``): ``xpu_sync`` events from
+  ``handleSynchronizationActivity`` (device -1, so pid -1, tid the host thread) and XCCL
+  collectives from ``handleCommunicationActivity`` (``collective_comm``, name
+  ``xccl::<op>``, pid the process, ``Communicator_id`` in args).
+- ROCm (``src/RocprofActivity_inl.h`` ``GpuActivity::visitTypedMetadata``): device work
+  with ``hsa_queue`` (uint64) beside ``stream``.
 
 ``python tests/kineto_fields_fixtures.py`` rewrites the gzipped files in
 tests/data/kineto_fields/ from these builders.
@@ -146,8 +152,92 @@ RANK_CALLS = {0: [(ID_A, 10, 20), (ID_B, 40, 60)], 1: [(ID_B, 30, 60)]}
 HOSTS = {0: "node-a", 1: "node-b"}
 
 
+# -- kernels' occupancy limits, priority, channel (kernel_fields.json.gz) --------------------
+# CuptiActivity.h visitTypedMetadata: "occupancy" is a nested object ({"activeBlocksPerMultiprocessor",
+# "limitingFactors", "blockLimitRegs", "blockLimitSharedMem", "blockLimitWarps", "blockLimitBlocks",
+# "blockLimitBarriers", "allocatedRegistersPerBlock", "allocatedSharedMemPerBlock"}), then
+# "priority" (CUDA >= 13.1), "channel" and "channel_type" (CUDA >= 12).
+# (name, limitingFactors, (regs, smem, warps, blocks, barriers), priority, channel) per call:
+# gemm: "REGS" twice, "REGS|SMEM" once -> REGS; blockLimitRegs 2, 2, 1 -> 2; priority 0, 0, -1 -> 0;
+# channel 5, 6, 5 -> 5.  relu: one call each of priority -2 and -3 (a tie: the earlier call's, -2).
+# "old_kernel": none of the fields (an older CUDA), so its columns are null.
+KERNEL_CALLS = [("gemm", "REGS", (2, 4, 8, 32, 0), 0, 5), ("relu", "none", (16, 16, 8, 32, 0), -2, 3),
+                ("gemm", "REGS", (2, 4, 8, 32, 0), 0, 6), ("gemm", "REGS|SMEM", (1, 1, 8, 32, 0), -1, 5),
+                ("relu", "none", (16, 16, 8, 32, 0), -3, 3), ("old_kernel", None, None, None, None)]
+
+
+def _occupancy(factors: str, limits: tuple[int, ...]) -> dict:
+    regs, smem, warps, blocks, barriers = limits
+    return {"activeBlocksPerMultiprocessor": min(limits[:4]), "limitingFactors": factors, "blockLimitRegs": regs,
+            "blockLimitSharedMem": smem, "blockLimitWarps": warps, "blockLimitBlocks": blocks,
+            "blockLimitBarriers": barriers, "allocatedRegistersPerBlock": 8192, "allocatedSharedMemPerBlock": 0}
+
+
+def kernel_fields_trace() -> dict:
+    """One step of the KERNEL_CALLS, each 10 us apart, with the args a CUDA 13.1 CUPTI kernel
+    record carries (the last kernel without them)."""
+    ev = [_meta(HOST_PID, 0, "process_name", "python3"), _meta(DEV, STREAM, "thread_name", "stream 7"),
+          _x("user_annotation", "ProfilerStep#0", HOST_PID, HOST_TID, 0, STEP)]
+    for i, (name, factors, limits, prio, channel) in enumerate(KERNEL_CALLS):
+        extra = {} if factors is None else {"est. achieved occupancy %": 25, "occupancy": _occupancy(factors, limits),
+                                             "priority": prio, "channel": channel, "channel_type": 1}
+        ev.append(_kernel(name, 100 + 10 * i, 5, 900 + i, **extra))
+    return {"schemaVersion": 1, "deviceProperties": [{"id": DEV, "name": "NVIDIA H100 80GB HBM3"}],
+            "traceEvents": ev}
+
+
+# -- XPU: xpu_sync and XCCL collectives (xpu.json.gz) ----------------------------------------
+# Step 0 [0, 1000): aten::mm [10, 90) holding zeCommandListAppendLaunchKernel [20, 30) that
+# launches "gemm_xpu" [100, 300) on XPU 0; zeEventHostSynchronize (xpu_sync, pid -1) [300, 400);
+# xccl::allreduce (collective_comm, Communicator_id 7) [500, 700).  Breakdown by hand:
+# kernel 200, communication 200, runtime 10 + 100 = 110, cpu_exec 80 - 10 = 70, other 420.
+XPU_COMMUNICATOR = 7
+
+
+def xpu_trace() -> dict:
+    ev = [_meta(HOST_PID, 0, "process_name", "python3"),
+          _x("user_annotation", "ProfilerStep#0", HOST_PID, HOST_TID, 0, STEP),
+          _x("cpu_op", "aten::mm", HOST_PID, HOST_TID, 10, 80, **{"External id": 1}),
+          _x("xpu_runtime", "zeCommandListAppendLaunchKernel", HOST_PID, HOST_TID, 20, 10, correlation=1,
+             **{"External id": 1}),
+          _x("kernel", "gemm_xpu", DEV, 2, 100, 200, correlation=1, device=DEV, **{"External id": 1}),
+          _x("xpu_sync", "zeEventHostSynchronize", -1, HOST_TID, 300, 100, correlation=2, Type="HOST_EVENT",
+             Context_handle="0x5581c0", Queue_handle="0x5581d0", Event_handle="0x5581e0",
+             Number_wait_events=0, Return_code=0),
+          _x("collective_comm", "xccl::allreduce", HOST_PID, HOST_TID, 500, 200,
+             Communicator_id=XPU_COMMUNICATOR)]
+    return {"schemaVersion": 1, "deviceProperties": [{"id": DEV, "name": "Intel(R) Data Center GPU Max 1550"}],
+            "traceEvents": ev}
+
+
+# -- ROCm: hsa_queue beside the stream (rocm_hsa_queue.json.gz) ------------------------------
+# Kernels on streams 3 and 4 of GPU 0 (pid the device, tid the stream), each stream on its
+# own HSA queue; a memcpy on stream 3.
+HSA_QUEUES = {3: 0x7F3A5C001000, 4: 0x7F3A5C002000}
+
+
+def rocm_trace() -> dict:
+    ev = [_meta(HOST_PID, 0, "process_name", "python3"),
+          _x("user_annotation", "ProfilerStep#0", HOST_PID, HOST_TID, 0, STEP)]
+    for i, (stream, name, cat) in enumerate([(3, "Cijk_Ailk_Bljk_gemm", "kernel"), (4, "elementwise_kernel", "kernel"),
+                                             (3, "Memcpy DtoH (Device -> Host)", "gpu_memcpy")]):
+        corr = 40 + i
+        ev.append(_x("cuda_runtime", "hipLaunchKernel" if cat == "kernel" else "hipMemcpyAsync", HOST_PID, HOST_TID,
+                     10 + 20 * i, 5, correlation=corr, **{"External id": corr}))
+        args = {"device": DEV, "stream": stream, "hsa_queue": HSA_QUEUES[stream], "correlation": corr,
+                "kind": "Dispatch Kernel" if cat == "kernel" else "DtoH"}
+        if cat == "kernel":
+            args.update(grid=[256, 1, 1], block=[256, 1, 1])
+        else:
+            args["bytes"] = 4096
+        ev.append(_x(cat, name, DEV, stream, 100 + 100 * i, 50, **args))
+    return {"schemaVersion": 1, "deviceProperties": [{"id": DEV, "name": "AMD Instinct MI300X"}], "traceEvents": ev}
+
+
 FIXTURES = {"counters.json.gz": counters_trace, "mtia_counters.json.gz": mtia_counters_trace,
-            **{f"comms_rank{r}.json.gz": (lambda r=r: comms_rank(r, HOSTS[r], RANK_CALLS[r])) for r in (0, 1)}}
+            **{f"comms_rank{r}.json.gz": (lambda r=r: comms_rank(r, HOSTS[r], RANK_CALLS[r])) for r in (0, 1)},
+            "kernel_fields.json.gz": kernel_fields_trace, "xpu.json.gz": xpu_trace,
+            "rocm_hsa_queue.json.gz": rocm_trace}
 
 
 def write_all(folder: Path = DATA) -> None:

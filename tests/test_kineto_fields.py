@@ -234,3 +234,101 @@ def test_commops_route_data_has_scopes(comms_pair):
     assert {r["scope"] for r in out["rows"]} == {"inter-node"}
     assert [(s["rank"], s["scope"], s["total_ns"]) for s in out["scopes"]] == [(0, "inter-node", 30 * US),
                                                                              (1, "inter-node", 30 * US)]
+
+
+# -- kernels' occupancy limits, priority, channel (kernel_fields.json.gz) ---------------------
+@pytest.fixture(scope="module")
+def kfields():
+    return tb_profiler.load(DATA / "kernel_fields.json.gz", cache=False)
+
+
+def test_kernel_fields_most_common_per_name(kfields):
+    from tb_profiler.analysis.kernels import kernels
+
+    df = kernels(kfields).set_index("name")
+    # gemm: REGS twice, REGS|SMEM once; blockLimitRegs 2, 2, 1; priority 0, 0, -1; channel 5, 6, 5
+    assert df.loc["gemm", "limiting_factors"] == "REGS"
+    assert df.loc["gemm", ["block_limit_regs", "block_limit_shared_mem", "block_limit_warps", "block_limit_blocks",
+                           "block_limit_barriers", "priority", "channel"]].tolist() == [2, 4, 8, 32, 0, 0, 5]
+    # relu: priority -2 and -3 once each, a tie: the earlier call's
+    assert (df.loc["relu", "limiting_factors"], df.loc["relu", "priority"], df.loc["relu", "channel"]) == ("none", -2, 3)
+    assert df.loc["old_kernel", ["priority", "channel", "block_limit_regs"]].isna().all()
+    assert kernels(kfields, "op").set_index("name").loc["gemm", "limiting_factors"] == "REGS"
+
+
+def test_kernel_fields_route_json(kfields):
+    from tb_profiler.plugin.views import kernel_table
+
+    rows = {r["name"]: r for r in json.loads(json.dumps(kernel_table(kfields, "Kernel")["rows"]))}
+    assert rows["relu"]["limiting_factors"] == "none" and rows["relu"]["block_limit_regs"] == 16
+    assert rows["old_kernel"]["limiting_factors"] is None and rows["old_kernel"]["channel"] is None
+
+
+def test_kernel_fields_read_a_bounded_sample(kfields, monkeypatch):
+    from tb_profiler.analysis import kernel_fields as kf
+    from tb_profiler.trace.roles import Role
+
+    monkeypatch.setattr(kf, "SAMPLE", 2)
+    rows = np.flatnonzero(kfields.roles == Role.COMPUTE)  # gemm, relu, gemm, gemm, relu, old_kernel
+    sample, first = kf._sample(kfields, rows)
+    assert sample.tolist() == rows[[0, 1, 2, 4, 5]].tolist()  # gemm's third call is not read
+    assert sample[first].tolist() == rows[[0, 1, 5]].tolist()
+
+
+def test_no_kernel_fields_no_columns(counters):
+    from datafiles import TINY_H100
+
+    from tb_profiler.analysis.kernels import kernels
+
+    real = tb_profiler.load(TINY_H100 / "after_fix_trace.json.gz", cache=False)
+    for trace in (counters, real):
+        assert len(kernels(trace)) and "limiting_factors" not in kernels(trace).columns
+        assert "priority" not in kernels(trace, "op").columns
+
+
+# -- XPU: xpu_sync and XCCL collectives (xpu.json.gz) -----------------------------------------
+@pytest.fixture(scope="module")
+def xpu():
+    return tb_profiler.load(DATA / "xpu.json.gz", cache=False)
+
+
+def _row(trace, name: str) -> int:
+    return int(np.flatnonzero(trace.events["name"] == trace.strings.tolist().index(name))[0])
+
+
+def test_xpu_breakdown_by_hand(xpu):
+    from tb_profiler.analysis.breakdown import breakdown
+
+    row = breakdown(xpu).iloc[0]
+    got = {c: int(row[c + "_ns"]) // US for c in ("kernel", "communication", "runtime", "cpu_exec", "other")}
+    assert got == {"kernel": 200, "communication": 200, "runtime": 110, "cpu_exec": 70, "other": 420}
+
+
+def test_xpu_sync_is_a_host_sync(xpu):
+    from tb_profiler.analysis.recommendations import host_syncs
+
+    assert np.flatnonzero(host_syncs(xpu)["counted"]).tolist() == [_row(xpu, "zeEventHostSynchronize")]
+
+
+def test_xccl_collective_is_communication(xpu):
+    from tb_profiler.analysis.communication import comm_calls, is_comm_name
+
+    assert np.flatnonzero(comm_calls(xpu)).tolist() == [_row(xpu, "xccl::allreduce")]
+    assert is_comm_name("xccl::allgather") and not is_comm_name("xccl_helper::x")
+    df = collectives(xpu)
+    assert df[["name", "family", "time_on"]].values.tolist() == [["xccl::allreduce", "all_reduce", "host"]]
+    assert (int(df["end"][0]) - int(df["start"][0])) // US == 200
+
+
+# -- ROCm: hsa_queue on the stream's track ----------------------------------------------------
+def test_rocm_stream_tracks_show_hsa_queue(counters):
+    from kineto_fields_fixtures import HSA_QUEUES
+
+    from tb_profiler.plugin.timeline import timeline_index
+
+    rocm = tb_profiler.load(DATA / "rocm_hsa_queue.json.gz", cache=False)
+    threads = [t["thread"] for t in timeline_index(rocm).tracks if t["kind"] == "device"]
+    assert threads == [f"stream {s} · hsa_queue {hex(q)}" for s, q in sorted(HSA_QUEUES.items())]
+    assert threads[0] == "stream 3 · hsa_queue 0x7f3a5c001000"
+    cuda = [t["thread"] for t in timeline_index(counters).tracks if t["kind"] == "device"]
+    assert cuda and not any("hsa_queue" in t for t in cuda)

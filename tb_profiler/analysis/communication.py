@@ -3,7 +3,10 @@ distributed view, so the two never disagree about the same trace.
 
 Host calls: ``<backend>:<op>`` ranges (gloo:all_reduce, nccl:all_reduce, ...), ``c10d::*``
 and functional-collective dispatcher ops, ``record_param_comms``, anything carrying a
-"Collective name" argument, and ``collective_comm`` events.
+"Collective name" argument, and ``collective_comm`` events (among them the XCCL
+collectives Kineto's XPU plugin records, ``xccl::<op>`` carrying ``Communicator_id``:
+``XpuptiActivityHandlers.cpp`` ``handleCommunicationActivity``; the name counts in any host
+category too).
 Kernels: NCCL/RCCL kernels by name, and kernels launched under a communication call
 (same External id), which catches collectives whose kernel names do not say so.
 """
@@ -22,6 +25,7 @@ from tb_profiler.trace.categories import Kind, kind_mask
 COMM_BACKENDS = ("nccl", "gloo", "ucc", "mpi", "xccl", "hccl", "rccl", "cncl", "mccl")
 BACKEND_RE = re.compile(rf"(?:{'|'.join(COMM_BACKENDS)}):(?!:)", re.IGNORECASE)
 _DISPATCH_PREFIXES = ("c10d::", "c10d_functional::", "_c10d_functional::")
+_COLLECTIVE_PREFIXES = (*_DISPATCH_PREFIXES, "xccl::")  # xccl::allreduce: Kineto's XPU plugin
 _KERNEL_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
 _HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.COLLECTIVE_COMM)
 
@@ -33,7 +37,7 @@ def name_flags(trace, fn, among: np.ndarray | None = None) -> np.ndarray:
 
 
 def is_comm_name(name: str) -> bool:
-    return (name == "record_param_comms" or name.startswith(_DISPATCH_PREFIXES)
+    return (name == "record_param_comms" or name.startswith(_COLLECTIVE_PREFIXES)
             or BACKEND_RE.match(name) is not None)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_profiler.analysis.graphs import event_labels
+from tb_profiler.analysis.kernel_fields import with_kernel_fields
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launched_by_graph, launching_op
 from tb_profiler.analysis.memo import per_trace_args
@@ -101,7 +102,8 @@ def kernels(trace, group_by: str = "name", steps_only: bool = False):
 
     Columns: name, [op, grid, block, registers, shared_memory, op_tc_eligible], calls,
     graph_calls (of the calls, those launched by a graph launch), total_ns, mean_ns, max_ns,
-    min_ns, blocks_per_sm, occupancy, tensor_cores.
+    min_ns, blocks_per_sm, occupancy, tensor_cores; and, only when the trace's kernels carry
+    them, limiting_factors, block_limit_* , priority and channel (analysis.kernel_fields).
 
     steps_only: count only the kernels inside the steps (``steps.in_steps``: a kernel in
     the step that launched it), for figures divided by the number of steps.
@@ -142,7 +144,7 @@ def _kernels(trace, group_by: str, steps_only: bool):
         data.update(_op_columns(trace, keys, first, inv))
     data.update(_stats(trace, rows, inv, len(first)))
     data["tensor_cores"] = string_id_mask(keys[0][first], trace.strings, uses_tensor_cores)
-    df = pd.DataFrame(data)
+    df = with_kernel_fields(trace, pd.DataFrame(data))  # occupancy limits, priority, channel where present
     return df.sort_values(["total_ns", "calls"], ascending=False, kind="stable").reset_index(drop=True)
 
 

@@ -53,6 +53,7 @@ from tb_profiler.plugin.timeline_lod import build as lod_build
 from tb_profiler.plugin.timeline_lod import concat_ranges as _ranges
 from tb_profiler.plugin.timeline_lod import from_arrays as lod_from_arrays
 from tb_profiler.trace.categories import KIND_NAMES, Kind
+from tb_profiler.trace.hsa_queues import track_queues, with_queue
 from tb_profiler.trace.roles import Role
 from tb_profiler.trace.strings import SHOW_MAX, bounded, shown, shown_all, used_ids
 
@@ -97,7 +98,7 @@ def _load_index(arrays, meta: dict) -> TimelineIndex:
     return TimelineIndex(arrays["track"], arrays["depth"], arrays["end"], list(meta["tracks"]))
 
 
-@per_trace_stored("timeline-index", 1, _dump_index, _load_index)
+@per_trace_stored("timeline-index", 2, _dump_index, _load_index)
 def timeline_index(trace) -> TimelineIndex:
     ev = trace.events
     n = len(ev)
@@ -119,6 +120,7 @@ def timeline_index(trace) -> TimelineIndex:
     word = trace.device_word or "GPU"
     pnames, tnames = trace.process_names, trace.thread_names
     psort, tsort = trace.process_sort_index, trace.thread_sort_index
+    queues = track_queues(trace, group, is_dev)  # ROCm: each stream's hsa_queue
     info = []
     for g in range(n_groups):
         r = int(first[g])
@@ -131,6 +133,7 @@ def timeline_index(trace) -> TimelineIndex:
         if kind == "device":
             process = f"{word} {pid_label}"
             thread = tid_label if tid_s is not None and not tid_s.isdigit() else f"stream {tid_label}"
+            thread = with_queue(thread, queues.get(g))
         else:
             process = pnames.get(pid) if pid_s is None else pid_s
             process = f"{process} ({pid_label})" if process and process != pid_label else f"process {pid_label}"
