@@ -78,6 +78,8 @@ def node_labels(trace, path: str | None = None) -> NodeLabels:
     else the pickle (``path``, the user's explicit file, or the one beside the trace)
     entry of its graph node id. Python works once per distinct node, not per event."""
     rows = graph_rows(trace)
+    if not len(rows):  # no graph work: no annotations looked for (no folder listed)
+        return NodeLabels(np.zeros(0, np.int64), np.array([], dtype=object), 0, None, ())
     nodes = trace.events["graph_node_id"][rows]
     fields, notes = merged_fields(trace, rows, nodes)
     from_args = len(fields)
