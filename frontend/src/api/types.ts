@@ -201,6 +201,15 @@ export interface KernelRow {
   blocks_per_sm: number | null;
   occupancy: number | null;
   tensor_cores: boolean;
+  // only on traces whose kernels carry them (Kineto's occupancy args, CUDA >= 12 / 13.1)
+  limiting_factors?: string | null;
+  block_limit_regs?: number | null;
+  block_limit_shared_mem?: number | null;
+  block_limit_warps?: number | null;
+  block_limit_blocks?: number | null;
+  block_limit_barriers?: number | null;
+  priority?: number | null;
+  channel?: number | null;
 }
 
 export interface KernelTableReply {

@@ -15,6 +15,8 @@ import { LaunchesSection } from "./why/Launches";
 import { QueueSection } from "./why/Queue";
 import { CompiledSection } from "./kernel/Compiled";
 import { GraphsSection } from "./kernel/Graphs";
+import { CountersSection } from "./kernel/Counters";
+import { kernelFieldColumns } from "./kernel/fields";
 
 const KGROUPS = [
   { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
@@ -60,8 +62,9 @@ export function KernelView({ st, sel, dark }: ViewProps) {
       { id: "bps", header: "Mean blocks per SM", value: (r) => r.blocks_per_sm, kind: "num" },
       { id: "occ", header: "Mean est. achieved occupancy", value: (r) => r.occupancy, kind: "pct" },
     );
+    c.push(...kernelFieldColumns(table.data?.rows)); // occupancy limits, priority, channel: where the trace has them
     return c;
-  }, [group, unit]);
+  }, [group, unit, table.data]);
 
   return (
     <div className="view">
@@ -116,6 +119,7 @@ export function KernelView({ st, sel, dark }: ViewProps) {
       </Section>
       <CompiledSection sel={sel} />
       <GraphsSection sel={sel} />
+      <CountersSection sel={sel} />
       <Section title="Launches">
         <LaunchesSection sel={sel} dark={dark} />
       </Section>
