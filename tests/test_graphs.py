@@ -186,6 +186,56 @@ def test_symlinked_pickle_leading_out_of_the_folder_is_skipped(tmp_path):
     assert annotations_file(str(tmp_path / "run" / "000000.t.pt.trace.json")) is None
 
 
+def test_torch_layout_one_level_up_is_found_inside_the_root_only(tmp_path):
+    """torch's layout (_find_annotations_pkl): traces/step_N/<rank>.*.json.gz, the pickle in traces/."""
+    step = tmp_path / "traces" / "step_000000000014"
+    step.mkdir(parents=True)
+    trace = step / "000000.1700000000.pt.trace.json.gz"
+    shutil.copy(REPLAY, trace)
+    pkl = tmp_path / "traces" / "kernel_annotations_rank0_1700000000.pkl"
+    _torch_pickle(pkl)
+    assert annotations_file(str(trace)) == str(pkl)  # a file opened from Python: its neighbours are the user's
+    assert annotations_file(str(trace), root=str(tmp_path / "traces")) == str(pkl)
+    assert annotations_file(str(trace), root=str(step)) is None  # the server's logdir is step_N: never above it
+    (step / "kernel_annotations_rank0_0.pkl").write_bytes(pickle.dumps({}))
+    assert annotations_file(str(trace)) == str(step / "kernel_annotations_rank0_0.pkl")  # its own folder first
+
+
+def test_the_server_reads_no_pickle_above_its_logdir(tmp_path):
+    step = tmp_path / "traces" / "step_1"
+    (step / "run").mkdir(parents=True)
+    shutil.copy(REPLAY, step / "run" / "000000.1700000000.pt.trace.json.gz")
+    _torch_pickle(step / "kernel_annotations_rank0_1700000000.pkl")  # inside the logdir (step_1): read
+    _torch_pickle(tmp_path / "traces" / "kernel_annotations_rank0_1700000000.pkl")  # above it: never
+    state = ProfilerState(str(step / "run"), cache_dir=str(tmp_path / "cache"), reload_s=60, jobs=1)
+    state.start()
+    try:
+        client = Client(ProfilerApp(state, standalone=True))
+        out = _get(client, "graphs?run=" + _first_run(client))
+        assert out["attribution"] == [] and out["annotations"]["file"] is None, out["annotations"]
+    finally:
+        state.stop()
+    state = ProfilerState(str(step), cache_dir=str(tmp_path / "cache2"), reload_s=60, jobs=1)
+    state.start()
+    try:
+        client = Client(ProfilerApp(state, standalone=True))
+        out = _get(client, "graphs?run=run")
+        _close(out["attribution"], WANT_ATTRIBUTION)
+        assert out["annotations"]["file"] == "kernel_annotations_rank0_1700000000.pkl"  # relative to the logdir
+    finally:
+        state.stop()
+
+
+def _first_run(client) -> str:
+    end = time.monotonic() + 60
+    while True:
+        runs = json.loads(client.get(P + "runs").get_data())["runs"]
+        if runs:
+            return runs[0]
+        assert time.monotonic() < end
+        time.sleep(0.1)
+
+
 def _get(client, route, timeout=60.0):
     end = time.monotonic() + timeout
     while True:
@@ -210,7 +260,8 @@ def test_the_graphs_route(logdir, tmp_path):
         for run in ("merged", "pkl"):
             _close(_get(client, f"graphs?run={run}")["attribution"], WANT_ATTRIBUTION)
         hostile = _get(client, "graphs?run=hostile")
-        assert "refused" in hostile["notes"][0] and "kernel_annotations_rank0_1.pkl" in hostile["notes"][0]
+        assert hostile["notes"][0].startswith("graph annotations hostile/kernel_annotations_rank0_1.pkl: refused")
+        assert str(logdir) not in json.dumps(hostile)  # no server path reaches a client
         assert not (logdir / "hostile" / "ran").exists()
         assert client.get(P + "graphs?run=plain&path=/etc/passwd").status_code == 400
     finally:

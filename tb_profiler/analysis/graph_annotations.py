@@ -75,10 +75,15 @@ class _SafeUnpickler(pickle.Unpickler):
         raise _Refused("it holds a persistent id: only plain data is read")
 
 
-def annotations_file(trace_path: str | None) -> str | None:
-    """The annotations pickle beside a trace, found by name as torch's
-    ``_find_annotations_pkl`` does (rank = the name's leading digits), in the trace's own
-    folder only; None when the trace is not a local file or none is there."""
+def annotations_file(trace_path: str | None, root: str | None = None) -> str | None:
+    """The annotations pickle of a trace, found by name as torch's ``_find_annotations_pkl``
+    does (rank = the name's leading digits): in the trace's own folder, else one level up
+    (torch's layout: ``traces/step_N/<rank>.*.json.gz`` beside ``traces/kernel_annotations_rank<rank>_*.pkl``).
+
+    root: the folder nothing may be read outside of (the server's logdir); the folder one
+    level up is looked in only when it lies inside root, or when no root is given (a file
+    the user opened from Python). A link that leads outside the folder it is found in is
+    skipped. None when the trace is not a local file or no pickle is found."""
     if not trace_path or is_url(trace_path):
         return None
     path = local_path(trace_path)
@@ -87,16 +92,33 @@ def annotations_file(trace_path: str | None) -> str | None:
     m = re.match(r"^(\d+)", os.path.basename(path))
     if not m:
         return None
-    folder = os.path.dirname(path)
     pattern = re.compile(rf"^kernel_annotations_rank{int(m.group(1))}_.*\.pkl$")
+    folder = os.path.dirname(path)
+    up = os.path.dirname(folder)
+    folders = [folder]
+    if up != folder and (root is None or _inside(up, root)):
+        folders.append(up)
+    for f in folders:
+        found = _named_in(f, pattern)
+        if found:
+            return found
+    return None
+
+
+def _inside(path: str, root: str) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([real, top]) == top
+
+
+def _named_in(folder: str, pattern: re.Pattern) -> str | None:
+    """The first file of folder (by name) whose name matches pattern and that stays inside it."""
     try:
         names = sorted(n for n in os.listdir(folder) if pattern.match(n))
     except OSError:
         return None
-    real = os.path.realpath(folder)
     for n in names:
         p = os.path.join(folder, n)
-        if os.path.isfile(p) and os.path.commonpath([os.path.realpath(p), real]) == real:
+        if os.path.isfile(p) and _inside(p, folder):
             return p
     return None
 

@@ -83,7 +83,7 @@ def node_labels(trace, path: str | None = None) -> NodeLabels:
     nodes = trace.events["graph_node_id"][rows]
     fields, notes = merged_fields(trace, rows, nodes)
     from_args = len(fields)
-    file = path or annotations_file(trace.source)
+    file = path or annotations_file(trace.source, getattr(trace, "data_root", None))
     if file:
         loaded, more = load_annotations(file)
         notes += more

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import queue
 import threading
 import time
@@ -223,6 +224,9 @@ class Loading:
 
         try:
             trace = load(entry.path, cache=self.cache, cache_dir=self.cache_dir, progress=progress)
+            # files a trace reads beside it (graph annotations) are looked for inside the logdir only
+            trace.data_root = (entry.path[: len(entry.path) - len(entry.rel)] if entry.path.endswith(entry.rel)
+                               else os.path.dirname(entry.path))
         except TraceFormatError as exc:
             error = str(exc)
         except OSError as exc:

@@ -7,6 +7,7 @@ path from the query.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -22,11 +23,24 @@ def graphs(trace) -> dict:
     {"file", "from_args"}, "device_word", "notes"}; empty lists for a trace without graphs."""
     out = _graphs(trace)
     g, a = out["graphs"], out["attribution"]
+    ann = dict(out["annotations"])
+    hide = _relative(getattr(trace, "data_root", None))
+    if ann.get("file"):
+        ann["file"] = hide(ann["file"])
     return {"graphs": to_jsonable(g.head(MAX_ROWS)), "graphs_total": len(g),
             "attribution": to_jsonable(a.head(MAX_ROWS)), "attribution_total": len(a),
             "kernels": out["kernels"], "device_ns": out["device_ns"], "share": out["share"],
-            "annotated": out["annotated"], "annotations": out["annotations"], "device_word": trace.device_word,
-            "notes": out["notes"]}
+            "annotated": out["annotated"], "annotations": ann, "device_word": trace.device_word,
+            "notes": [hide(n) for n in out["notes"]]}
+
+
+def _relative(root: str | None) -> Callable[[str], str]:
+    """A text with the server's logdir taken out of the paths it names: clients see paths
+    relative to the logdir, never where it lies on the server."""
+    if not root:
+        return lambda text: text
+    top = root if root.endswith(os.sep) else root + os.sep
+    return lambda text: text.replace(top, "")
 
 
 # Registered by plugin/app.py (as views_counters' routes): the query names the route reads.

@@ -62,6 +62,9 @@ class Trace:
         # (entry file, CacheKey) of this trace in the cache, set by trace.load when the cache
         # is on: where results derived from it are kept too (analysis.stored)
         self.cache_ref = None
+        # the folder files beside this trace may be read from (the server's logdir; None: a
+        # file the user opened, whose neighbours are theirs): analysis.graph_annotations
+        self.data_root: str | None = None
         dtypes = {k: np.dtype(v) for k, v in meta.get("sparse_dtypes", {}).items()}
         self._store = SparseStore(state.arrays, self.n_rows, dtypes)
         tables = {}
