@@ -127,3 +127,19 @@ def test_a_cpu_only_trace_says_cpu_and_has_no_device_kinds(sample_logdir):
     assert doc["device_word"] == "CPU" and doc["device_kinds"] == []
     assert {"title": "Device Type", "value": "CPU"} in doc["environments"]
     assert {s.device_word for s in run.summaries()} == {"CPU"}
+
+
+def test_run_integrity_counts_the_ranks_the_clock_alignment_shifted(late_run):
+    clock = late_run.distributed()["clock"]
+    shifted = clock[clock["clock_offset_ns"] != 0]
+    report = late_run.integrity()
+    one = late_run.trace().integrity()
+    assert report["rules"]["clock_corrections"] == len(shifted) > 0
+    assert one["rules"]["clock_corrections"] == 0  # a single trace cannot tell
+    rows = report["findings"][report["findings"]["rule"] == "clock_corrections"]
+    assert sorted(rows["detail"]) == sorted(f"rank {r.rank} ({r.worker}) shifted by {r.clock_offset_ns} ns "
+                                            f"({r.clock_method}) to share the run's time axis"
+                                            for r in shifted.itertuples())
+    assert report["total"] == one["total"] + len(shifted)
+    assert {k: v for k, v in report["rules"].items() if k != "clock_corrections"} == \
+        {k: v for k, v in one["rules"].items() if k != "clock_corrections"}

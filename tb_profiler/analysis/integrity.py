@@ -29,7 +29,7 @@ from tb_profiler.trace.build import DROP_REASONS
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
-__all__ = ["OUR_RULES", "RULES", "TORCH_RULES", "AFFECTS", "integrity"]
+__all__ = ["OUR_RULES", "RULES", "TORCH_RULES", "AFFECTS", "integrity", "with_clock_corrections"]
 
 OUR_RULES = ("unlaunched_device_work", "outside_profiling_window", "stream_overlap", "bad_durations",
              "dropped_events", "steps_left_out", "unfinished_flows", "profiler_overhead", "clock_corrections")
@@ -210,6 +210,25 @@ def _notes(trace, rules: dict[str, int]) -> list[str]:
     if not any(rules[r] for r in TORCH_RULES):
         notes.append("torch.profiler._trace_validator's rules all pass")
     return notes
+
+
+def with_clock_corrections(report: dict, clock: pd.DataFrame) -> dict:
+    """The report of one trace of a run, with the run's clock corrections (the clock table
+    of ``distributed_from_summaries``: one shift per rank, put every rank on one time axis):
+    a finding per rank whose shift is not zero. A new dict; ``report`` is not changed."""
+    shifted = clock[clock["clock_offset_ns"].fillna(0).to_numpy() != 0] if len(clock) else clock
+    rows = [_row("clock_corrections", 1, f"rank {int(r.rank)} ({r.worker}) shifted by {int(r.clock_offset_ns)} ns "
+                 f"({r.clock_method}) to share the run's time axis") for r in shifted.itertuples()]
+    rules = {**report["rules"], "clock_corrections": len(rows)}
+    findings = report["findings"][report["findings"]["rule"] != "clock_corrections"]
+    if rows:
+        findings = pd.concat([findings, pd.DataFrame(rows, columns=FRAME_COLUMNS)], ignore_index=True)
+    notes = [n for n in report["notes"] if not n.startswith("clock corrections between ranks")]
+    notes.append(f"clock corrections between ranks: {len(rows)} of {len(clock)} ranks shifted (the Distributed "
+                 "view's clock table)")
+    return {**report, "rules": rules, "findings": findings, "notes": notes,
+            "affects": {fig: [r for r in rs if rules[r]] for fig, rs in AFFECTS.items()},
+            "total": sum(rules.values())}
 
 
 MAX_FINDINGS = 500  # finding rows sent as JSON (the total is always sent)

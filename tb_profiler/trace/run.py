@@ -96,6 +96,20 @@ class Run:
     def compiled_kernels(self, worker: str | None = None, span: int | None = None):
         return self.trace(worker, span).compiled_kernels()
 
+    def graphs(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
+        return self.trace(worker, span).graphs(**kw)
+
+    def integrity(self, worker: str | None = None, span: int | None = None, *, jobs: int | None = None,
+                  dask=None) -> dict:
+        """The trust report of one worker's trace (Trace.integrity()); with several workers,
+        its clock_corrections rule counts the ranks the run's clock alignment shifted."""
+        from tb_profiler.analysis.integrity import with_clock_corrections
+
+        report = self.trace(worker, span).integrity()
+        if len(self.workers) < 2:
+            return report
+        return with_clock_corrections(report, self.distributed(span, jobs=jobs, dask=dask)["clock"])
+
     def critical_path(self, worker: str | None = None, span: int | None = None, **kw: Any) -> dict:
         return self.trace(worker, span).critical_path(**kw)
 
