@@ -269,3 +269,14 @@ def test_cli_compiled(capsys):
     assert cli.main(["compiled", str(FIXTURE)]) == 0
     out = capsys.readouterr().out
     assert "compiled kernels (4, most device time first)" in out and "BLOCK_M=64,BLOCK_N=64" in out
+
+
+def test_provenance_artifacts_are_not_listed_as_skipped_files(tmp_path):
+    """They are read with the trace beside them: discovery lists neither them nor a run of them."""
+    from tb_profiler.io.discovery import discover
+
+    shutil.copytree(FIXTURE_DIR, tmp_path / "run")
+    (tmp_path / "run" / "notes.json").write_text('{"a": 1}')  # any other JSON is still reported
+    found = discover(str(tmp_path))
+    assert [r.name for r in found.runs] == ["run"]
+    assert [os.path.basename(s.path) for s in found.skipped] == ["notes.json"]

@@ -26,13 +26,13 @@ that fails gives a note naming it and the problem.
 """
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import re
 
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.sources import source_resolver
+from tb_profiler.io.discovery import COMPANION_PATTERNS, is_companion
 
 __all__ = ["ENV_VAR", "MAX_BYTES", "artifact_files", "kernel_provenance", "parse_artifacts"]
 
@@ -42,14 +42,13 @@ MAX_FILES = 16           # artifact files read per trace
 MAX_KERNELS = 100_000    # kernel keys kept per file
 MAX_ITEMS = 256          # nodes or stack traces kept per kernel
 MAX_TEXT = 16_384        # one stack trace's text
-PATTERNS = ("inductor_provenance_tracking_node_mappings*.json",
-            "inductor_provenance_tracking_kernel_stack_traces*.json", "kernel_information.json")
+PATTERNS = COMPANION_PATTERNS
 _FRAME = re.compile(r'File "([^"\n]{1,4096})", line (\d{1,9}), in ([^\n]{1,512})')
 _HANDLE = re.compile(r":\d+$")
 
 
 def _matches(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in PATTERNS)
+    return is_companion(name)
 
 
 def _inside(path: str, root: str) -> bool:

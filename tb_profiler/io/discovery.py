@@ -34,6 +34,7 @@ the writer's in-progress temp files, are ignored altogether.
 from __future__ import annotations
 
 import datetime as _dt
+import fnmatch
 import functools
 import os
 import re
@@ -190,6 +191,17 @@ def _writer_process(text: bytes) -> tuple[tuple[str, int, int | None] | None, fl
 
 
 # Reasons, worded for the user (LINK_LOOP comes from io.read: loading says the same).
+# Files a trace reads beside it (Inductor's provenance artifacts: analysis.provenance): JSON
+# that is not a trace and not skipped either, so never in the skipped list.
+COMPANION_PATTERNS = ("inductor_provenance_tracking_node_mappings*.json",
+                      "inductor_provenance_tracking_kernel_stack_traces*.json", "kernel_information.json")
+
+
+def is_companion(name: str) -> bool:
+    """Whether a file name is one of COMPANION_PATTERNS."""
+    return any(fnmatch.fnmatchcase(name, p) for p in COMPANION_PATTERNS)
+
+
 EMPTY = "empty file (0 bytes): the profiler probably crashed or was killed while writing it"
 UNREADABLE = "permission denied: this process cannot read the file"
 NOT_REGULAR = "not a regular file"
@@ -245,7 +257,7 @@ class _Collector:
                 self._trace(rel_dir, dir_path, name, path, size, mtime, tag)
         elif _looks_like_trace(name):
             self.skip(path, _bad_suffix(name))
-        elif _is_json(name):
+        elif _is_json(name) and not is_companion(name):
             self._other_json(rel_dir, dir_path, name, path, size, mtime, tag)
 
     def _trace(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float, tag: str) -> None:
