@@ -53,3 +53,25 @@ def test_compiled_kernels_table_and_jump_to_the_generated_file(compiled_url, wat
     watch.shot("compiled-kernels")
     assert watch.errors == [], watch.errors
     assert _left_localhost(watch) == [], watch.outside
+
+
+def test_a_cpu_compiled_trace_shows_its_compiled_regions_in_the_operator_view(tmp_path, watch):
+    """torch.compile on CPU (a real trace, tests/data/compiled/cpu): no device work, so no
+    Kernel view; the Operator view says there are no Triton kernels and what the compiled
+    regions ran, as the compiled_kernels route gives it."""
+    shutil.copytree(DATA / "compiled" / "cpu", tmp_path / "logdir" / "cpu")
+    with serving(tmp_path / "logdir", tmp_path / "cache") as base:
+        _, doc = get_json(f"{base}/{API}/compiled_kernels?run=cpu")
+        assert doc["rows"] == [] and doc["regions"]["regions"] == 2 and doc["regions"]["compiled_functions"] == 2
+        _, views = get_json(f"{base}/{API}/views?run=cpu")
+        assert "Kernel" not in views
+        watch.page.goto(f"{base}/{hash_state(view='Operator', run='cpu')}")
+        sec = card(watch.page, "Compiled kernels")
+        sec.locator(".compiled-regions").wait_for(timeout=60_000)
+        text = sec.inner_text()
+        assert "No Triton kernels in this trace." in text
+        assert "2 Torch-Compiled Region ranges, 2 CompiledFunction calls" in text
+        for op in doc["regions"]["ops"][:3]:
+            assert f"{op['name']} ×{op['calls']}" in text
+        watch.shot("compiled-cpu-operator")
+        assert watch.errors == [], watch.errors

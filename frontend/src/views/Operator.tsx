@@ -15,6 +15,7 @@ import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { StackFrames } from "../components/StackFrames";
 import { setState } from "../state/store";
 import { fmtDuration } from "../util/format";
+import { CompiledSection } from "./kernel/Compiled";
 import { RooflineSection } from "./why/Roofline";
 
 export const GROUPS = [
@@ -217,6 +218,9 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
       <Section title="Roofline">
         <RooflineSection sel={sel} dark={dark} />
       </Section>
+      {/* a trace without device work has no Kernel view: its compiled regions (torch.compile
+          on CPU: C++ kernels, no launch ranges) are shown here, with the ops they ran */}
+      {table.data && !table.data.has_device && <CompiledSection sel={sel} />}
     </div>
   );
 }
