@@ -257,6 +257,10 @@ def test_the_graphs_route(logdir, tmp_path):
         _close(plain["graphs"], WANT_GRAPHS)
         assert (plain["attribution"], plain["notes"], plain["device_word"]) == ([], [NOTE_PLAIN], "GPU")
         assert (plain["kernels"], plain["graphs_total"]) == (13, 2)
+        # the Operator view's table says the same, where the replay's time is not charged
+        assert _get(client, "operation/table?run=plain&group_by=Operation")["notes"] == [NOTE_PLAIN]
+        merged = _get(client, "operation/table?run=merged&group_by=Operation")["notes"]
+        assert merged == _get(client, "graphs?run=merged")["notes"] and "12 attributed by torch's" in merged[-1]
         for run in ("merged", "pkl"):
             _close(_get(client, f"graphs?run={run}")["attribution"], WANT_ATTRIBUTION)
         hostile = _get(client, "graphs?run=hostile")

@@ -143,8 +143,11 @@ def operation_table(trace, group_by: str) -> dict:
                   for sid in {r.get("stack_id") for r in rows}}
         for r in rows:
             r["frames"] = frames[r.get("stack_id")]
+    from tb_profiler.analysis.graphs import graph_notes
+
+    notes = graph_notes(trace)  # graph replays: what the operators' device time leaves out
     return {"group_by": group_by, "has_device": has_device(trace), "matrix_unit": trace.matrix_unit, "rows": rows,
-            **count}
+            **count, **({"notes": notes} if notes else {})}
 
 
 def operation_stack(trace, group_by: str, op_name: str, input_shape: str | None) -> dict:
