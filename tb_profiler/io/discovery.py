@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 
 from tb_profiler.io.read import INFLATE_ERRORS, LINK_LOOP, is_link_loop, is_url, local_tag, read_head, remote_identity
 
-__all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "Sniff", "SpanFile",
-           "classify_head", "discover", "natural_key", "parse_trace_name", "sniff", "worker_name"]
+__all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "SnapshotFile", "Sniff", "SpanFile",
+           "classify_head", "discover", "natural_key", "parse_trace_name", "sniff", "sniff_snapshot", "worker_name"]
 
 TRACE_NAME_RE = re.compile(r"^(.*?)(\.\d+)?\.pt\.trace\.json(\.gz)?$")
 _TRACE_INFIX = ".pt.trace.json"
@@ -63,11 +63,23 @@ class SpanFile:
     tag: str = ""     # what changes with the content (io.read.stat_key): inode and ctime locally, a store's ETag
 
 
+@dataclass(frozen=True)
+class SnapshotFile:
+    """A memory snapshot (the allocator's pickle, issue 20) beside a run's traces."""
+
+    rel: str          # its path relative to the run's folder ("w.pickle", "sub/x.pkl"): what clients name
+    path: str         # absolute local path, or the full fsspec URL
+    size: int
+    mtime: float
+    tag: str = ""
+
+
 @dataclass
 class RunInfo:
     name: str
     path: str
     workers: dict[str, list[SpanFile]]
+    snapshots: list[SnapshotFile] = field(default_factory=list)  # memory snapshots in the run's folder
 
     @property
     def files(self) -> list[SpanFile]:
@@ -227,6 +239,40 @@ def _duplicate(other: str) -> str:
     return f"same worker and span as {other}, which is newer and is the one listed"
 
 
+# Memory snapshots (issue 20): pickles told apart by their head, never unpickled here.
+SNAPSHOT_HEAD_BYTES = 4096
+PICKLE_SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pkl.gz")
+PICKLE_COMPANIONS = ("kernel_annotations_rank*.pkl",)  # analysis.graph_annotations reads these beside a trace
+NOT_SNAPSHOT = ("a pickle, but not a PyTorch memory snapshot (no 'segments' or 'device_traces' at its start); "
+                "only snapshots from torch.cuda.memory._dump_snapshot are read, and no pickle is ever unpickled here")
+SNAPSHOT_NO_RUN = ("a memory snapshot with no trace in its folder: put it beside the run's traces to see it in "
+                   "the Memory view, or open it with `tb-profiler snapshot PATH`")
+
+
+def _is_pickle(name: str) -> bool:
+    return name.endswith(PICKLE_SUFFIXES)
+
+
+def _snapshot_head(head: bytes) -> bool:
+    """tb_profiler.decode.snapshot.is_snapshot_head where the reader has it; else the same
+    rule: a pickle (protocol 2-5) whose top-level dict names "segments" or "device_traces"
+    at its start. A look at bytes only: nothing is unpickled."""
+    try:
+        from tb_profiler.decode.snapshot import is_snapshot_head
+    except ImportError:
+        return (len(head) > 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+                and (b"segments" in head[:512] or b"device_traces" in head[:512]))
+    return bool(is_snapshot_head(head))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def sniff_snapshot(path: str, size: int, mtime: float, tag: str = "") -> bool:
+    """Whether the pickle at path is a memory snapshot, from its first SNAPSHOT_HEAD_BYTES
+    (inflated for .gz), remembered per version of the file as ``sniff`` is. Raises OSError
+    or INFLATE_ERRORS (not remembered)."""
+    return _snapshot_head(read_head(path, SNAPSHOT_HEAD_BYTES))
+
+
 def _looks_like_trace(name: str) -> bool:
     return _TRACE_INFIX in name
 
@@ -242,6 +288,7 @@ class _Collector:
         self.logdir, self.root_name = logdir, root_name
         self.folders: dict[str, tuple[str, list[tuple[str, str, int, float, str]]]] = {}
         self.other_json: dict[str, list[SkippedFile]] = {}  # reported only where the folder is a run
+        self.snapshots: dict[str, list[SnapshotFile]] = {}  # folder -> snapshots (attached to its run)
         self.skipped: list[SkippedFile] = []
 
     def skip(self, path: str, reason: str) -> None:
@@ -259,6 +306,26 @@ class _Collector:
             self.skip(path, _bad_suffix(name))
         elif _is_json(name) and not is_companion(name):
             self._other_json(rel_dir, dir_path, name, path, size, mtime, tag)
+        elif _is_pickle(name) and not any(fnmatch.fnmatchcase(name, p) for p in PICKLE_COMPANIONS):
+            self._pickle(rel_dir, name, path, size, mtime, tag)
+
+    def _pickle(self, rel_dir: str, name: str, path: str, size: int, mtime: float, tag: str) -> None:
+        """A pickle: a memory snapshot of the folder's run if its head says so, else skipped."""
+        if size == 0:
+            self.skip(path, EMPTY)
+            return
+        try:
+            found = sniff_snapshot(path, size, mtime, tag)
+        except INFLATE_ERRORS as e:
+            self.skip(path, f"not a readable gzip file: {e}")
+            return
+        except OSError as e:
+            self.skip(path, f"cannot be read: {e.strerror or e}")
+            return
+        if found:
+            self.snapshots.setdefault(rel_dir, []).append(SnapshotFile(name, path, size, mtime, tag))
+        else:
+            self.skip(path, NOT_SNAPSHOT)
 
     def _trace(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float, tag: str) -> None:
         self.folders.setdefault(rel_dir, (dir_path, []))[1].append((name, path, size, mtime, tag))
@@ -290,8 +357,12 @@ class _Collector:
                 name = self.root_name if self.root_name and self.root_name not in names else "."
             else:
                 name = rel
-            runs.append(RunInfo(name, dir_path, self._workers(files)))
+            runs.append(RunInfo(name, dir_path, self._workers(files),
+                                sorted(self.snapshots.get(rel, []), key=lambda s: natural_key(s.rel))))
             self.skipped += self.other_json.get(rel, [])
+        for rel, snaps in self.snapshots.items():
+            if rel not in self.folders:
+                self.skipped += [SkippedFile(s.path, SNAPSHOT_NO_RUN) for s in snaps]
         runs.sort(key=lambda r: r.name)
         return Discovery(self.logdir, runs, sorted(self.skipped, key=lambda s: s.path))
 
@@ -371,7 +442,7 @@ def _walk_local(logdir: str, c: _Collector) -> None:
             if name.startswith("."):
                 continue  # hidden, including the writer's temp files
             child_rel = f"{rel}/{name}" if rel else name
-            candidate = _looks_like_trace(name) or _is_json(name)
+            candidate = _looks_like_trace(name) or _is_json(name) or _is_pickle(name)
             try:
                 st = entry.stat(follow_symlinks=False)
                 if _stat.S_ISLNK(st.st_mode):
@@ -449,7 +520,7 @@ def _walk_fsspec(url: str, c: _Collector) -> None:
         if any(p.startswith(".") for p in parts if p not in ("..", ".")):
             continue
         if ".." in parts or "." in parts or "" in parts:  # object names are any text
-            if _looks_like_trace(name) or _is_json(name):
+            if _looks_like_trace(name) or _is_json(name) or _is_pickle(name):
                 c.skip(full, DOTDOT if ".." in parts else ODD_NAME)
             continue
         rel = "/".join(parts[:-1])
@@ -462,7 +533,7 @@ def _identity(fs, path: str, info: dict) -> str:
     (io.read.remote_identity), for the candidates only (a trace or JSON name); '' when that
     cannot be read (loading it says why)."""
     name = path.rsplit("/", 1)[-1]
-    if not (_looks_like_trace(name) or _is_json(name)):
+    if not (_looks_like_trace(name) or _is_json(name) or _is_pickle(name)):
         return ""
     try:
         return remote_identity(fs, path, info)

@@ -41,6 +41,7 @@ from tb_profiler.plugin import views_counters
 from tb_profiler.plugin import views_compiled
 from tb_profiler.plugin import views_integrity
 from tb_profiler.plugin import views_graphs
+from tb_profiler.plugin import views_snapshot
 from tb_profiler.plugin.state import FAILED, LOADED, S_FAILED, FileEntry, LoadFailed, ProfilerState
 
 logger = logging.getLogger("tb_profiler.plugin")
@@ -370,6 +371,7 @@ ROUTE_PARAMS.update(views_counters.ROUTE_PARAMS)  # routes of new view modules r
 ROUTE_PARAMS.update(views_compiled.ROUTE_PARAMS)
 ROUTE_PARAMS.update(views_integrity.ROUTE_PARAMS)
 ROUTE_PARAMS.update(views_graphs.ROUTE_PARAMS)
+ROUTE_PARAMS.update(views_snapshot.ROUTE_PARAMS)
 _DECLARED = "tb_profiler.params"  # the environ key holding the route's declared names
 
 
@@ -423,6 +425,7 @@ class ProfilerApp:
         self.routes.update(views_compiled.routes(self))
         self.routes.update(views_integrity.routes(self))
         self.routes.update(views_graphs.routes(self))
+        self.routes.update(views_snapshot.routes(self))
 
         assert set(self.routes) == set(ROUTE_PARAMS), set(self.routes) ^ set(ROUTE_PARAMS)
 

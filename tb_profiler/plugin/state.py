@@ -467,6 +467,11 @@ class ProfilerState(Loading):
         with self._lock:
             return [e for e in self._entries.values() if e.run == run]
 
+    def run_snapshots(self, run: str) -> list[Any]:
+        """The memory snapshots (io.discovery.SnapshotFile) discovery found in a run's folder."""
+        with self._lock:
+            return next((list(r.snapshots) for r in self._runs if r.name == run), [])
+
     def run_names(self) -> list[str]:
         """Runs with at least one file not known to be broken, by name."""
         with self._lock:
