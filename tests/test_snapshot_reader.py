@@ -1,0 +1,161 @@
+"""The memory-snapshot readers: the reference (restricted unpickler + flatten) against the
+snapshot's own dicts, the native streaming reader against the reference (differential, over
+real torch snapshots, hand-built ones pickled with protocols 2-5, shared and unshared frame
+objects, and a small fuzz of damaged pickles), refusals of code-running pickles, the head sniff."""
+from __future__ import annotations
+
+import collections
+import gzip
+import pickle
+import random
+
+import numpy as np
+import pytest
+
+import snapshot_fixtures as F
+from tb_profiler.decode import snapshot_native as N
+from tb_profiler.decode import snapshot_schema as S
+from tb_profiler.decode.snapshot import is_snapshot_head, read_snapshot
+from tb_profiler.decode.snapshot_columns import check_layout, diff, equal, resolved
+from tb_profiler.decode.snapshot_reference import read_snapshot_reference
+from tb_profiler.errors import TraceFormatError
+
+MISSING = int(S.MISSING)
+
+
+def _frames(*names):
+    return [{"filename": f"/src/{n}.py", "line": 10 + i, "name": n} for i, n in enumerate(names)]
+
+
+def hand_built(shared: bool = True) -> dict:
+    """A snapshot with every schema field, odd values (uint64 address, unknown action and
+    state, missing keys, a float where an int belongs) and, when shared, frame lists and
+    frame dicts shared between entries (memoized objects: BINGET in the pickle)."""
+    fa, fb = _frames("train", "fwd"), _frames("train", "bwd")
+    same = (lambda x: x) if shared else (lambda x: [dict(f) for f in x])
+    blocks = [{"size": 1024, "requested_size": 1000, "state": "active_allocated", "frames": same(fa)},
+              {"size": 512, "state": "inactive", "frames": []},
+              {"size": 2048, "requested_size": 2048, "state": "weird_state", "frames": same(fb)}]
+    segs = [{"device": 0, "address": (1 << 64) - 4096, "total_size": 3584, "allocated_size": 3072,
+             "active_size": 3072, "requested_size": 3048, "stream": 0, "segment_type": "small",
+             "segment_pool_id": (0, 0), "is_expandable": False, "frames": same(fa), "blocks": blocks},
+            {"device": 1, "address": 1 << 40, "total_size": 2 << 20, "stream": 7, "segment_type": "large",
+             "segment_pool_id": (1, 2), "is_expandable": True, "blocks": [{"size": 2 << 20, "state": "inactive"}]}]
+    trace0 = [{"action": "segment_alloc", "addr": 1 << 40, "size": 2 << 20, "stream": 7, "time_us": 100,
+               "frames": same(fa)},
+              {"action": "alloc", "addr": (1 << 64) - 4096, "size": 1024, "stream": 0, "time_us": 101,
+               "frames": same(fa), "compile_context": "N/A", "user_metadata": "step=1"},
+              {"action": "oom", "size": 1 << 30, "device_free": 123, "stream": 0, "time_us": 102.5,
+               "frames": same(fb)},
+              {"action": "brand_new", "addr": 5, "size": -3, "stream": 1 << 70, "time_us": True}]
+    return {"segments": segs, "device_traces": [trace0, [], [{"action": "free_completed", "addr": 9}]],
+            "allocator_settings": {"expandable_segments": False, "max_split_size": -1},
+            "external_annotations": [{"name": "a", "stage": "START", "time_us": 1}]}
+
+
+def test_reference_flattens_every_field():
+    c = read_snapshot_reference(pickle.dumps(hand_built(), protocol=4), "h.pickle")
+    check_layout(c)
+    r = resolved(c)
+    assert c.n_devices == 3
+    assert r["segments.address"] == [-4096, 1 << 40]
+    assert r["segments.segment_type"] == ["small", "large"]
+    assert r["segments.pool_b"] == [0, 2] and r["segments.is_expandable"] == [0, 1]
+    assert r["segments.block_start"] == [0, 3] and r["segments.block_count"] == [3, 1]
+    assert r["segments.allocated_size"] == [3072, MISSING]
+    assert r["blocks.offset"] == [0, 1024, 1536, 0] and r["blocks.segment"] == [0, 0, 0, 1]
+    assert r["blocks.requested_size"] == [1000, MISSING, 2048, MISSING]
+    assert r["blocks.state"] == [0, 2, -1, 2] and r["blocks.state_text"] == [None, None, "weird_state", None]
+    assert r["blocks.stack"][1] is None and r["blocks.stack"][0] == r["segments.stack"][0]
+    assert r["blocks.stack"][0] == (("/src/train.py", 10, "train"), ("/src/fwd.py", 11, "fwd"))
+    assert r["history.device"] == [0, 0, 0, 0, 2]
+    assert r["history.action"] == [3, 0, 8, -1, 2] and r["history.action_text"][3] == "brand_new"
+    assert r["history.time_us"] == [100, 101, MISSING, MISSING, MISSING]   # a float, a bool: not ints
+    assert r["history.stream"][3] == MISSING and r["history.size"][3] == -3
+    assert r["history.addr"][2] == MISSING and r["history.device_free"][2] == 123
+    assert r["history.user_metadata"][1] == "step=1" and r["history.compile_context"][1] == "N/A"
+    assert c.n_stacks == 2 and c.n_rows("frames") == 3   # train is shared by both stacks
+    assert c.extras == {"allocator_settings": {"expandable_segments": False, "max_split_size": -1},
+                        "external_annotations": [{"name": "a", "stage": "START", "time_us": 1}]}
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_reference_same_for_every_protocol_and_sharing(protocol):
+    base = read_snapshot_reference(pickle.dumps(hand_built(False), protocol=4), "h")
+    for shared in (True, False):
+        c = read_snapshot_reference(pickle.dumps(hand_built(shared), protocol=protocol), "h")
+        assert equal(c, base), diff(c, base)
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("ran",))
+
+
+@pytest.mark.parametrize("obj, opcode", [
+    ({"segments": [_Evil()]}, "STACK_GLOBAL"),
+    ({"segments": [collections.OrderedDict()]}, "STACK_GLOBAL"),
+    ({"segments": [{1, 2}]}, "EMPTY_SET"),
+    ({"segments": [frozenset()]}, "FROZENSET"),
+    ({"segments": [bytearray(b"x")]}, "BYTEARRAY8"),
+])
+def test_refuses_anything_but_plain_data(obj, opcode, capsys):
+    data = pickle.dumps(obj, protocol=5)
+    with pytest.raises(TraceFormatError, match=f"s.pickle.*{opcode}.*at byte [0-9]+"):
+        read_snapshot_reference(data, "s.pickle")
+    if N.available():
+        with pytest.raises(TraceFormatError, match=f"s.pickle.*{opcode}.*at byte [0-9]+"):
+            N.read_snapshot_native(data, "s.pickle")
+    assert "ran" not in capsys.readouterr().out
+
+
+def test_refuses_protocol_0_and_non_snapshots():
+    with pytest.raises(TraceFormatError, match="opcode"):
+        read_snapshot_reference(pickle.dumps({"segments": []}, protocol=0), "p0.pickle")
+    with pytest.raises(TraceFormatError, match="p.pickle.*a list, not a snapshot dict"):
+        read_snapshot_reference(pickle.dumps([1, 2]), "p.pickle")
+    with pytest.raises(TraceFormatError, match="'blocks' is a int"):
+        read_snapshot_reference(pickle.dumps({"segments": [{"blocks": 3}]}), "p.pickle")
+
+
+def test_is_snapshot_head():
+    for p in (2, 3, 4, 5):
+        assert is_snapshot_head(pickle.dumps(hand_built(), protocol=p)[:4096])
+        assert is_snapshot_head(pickle.dumps({"device_traces": []}, protocol=p))
+    assert not is_snapshot_head(pickle.dumps({"model": 1, "segments_x": 2}))
+    assert not is_snapshot_head(pickle.dumps([{"segments": 1}]))
+    assert not is_snapshot_head(b"\x80\x04")
+    assert not is_snapshot_head(b'{"traceEvents": []}')
+
+
+@pytest.fixture(scope="module")
+def real_snapshots() -> dict:
+    """torch's own snapshots: a CPU profile through _profile_to_snapshot (real), and the
+    fixtures shaped as the CUDA caching allocator writes them."""
+    return {name: make() for name, make in F.FIXTURES.items()}
+
+
+def test_read_snapshot_plain_and_gz(tmp_path, real_snapshots):
+    snap = real_snapshots["cpu_profile"]
+    plain = F.write(tmp_path / "s.pickle", snap)
+    zipped = tmp_path / "s.pickle.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    a, b = read_snapshot(plain), read_snapshot(zipped)
+    assert equal(a, b) and a.n_rows("history") == sum(len(t) for t in snap["device_traces"]) > 0
+    with pytest.raises(TraceFormatError, match="bad.pickle"):
+        (tmp_path / "bad.pickle").write_bytes(plain.read_bytes()[:100])
+        read_snapshot(tmp_path / "bad.pickle")
+
+
+def test_reference_matches_the_dicts(real_snapshots):
+    for name, snap in real_snapshots.items():
+        c = read_snapshot_reference(pickle.dumps(snap), name)
+        check_layout(c)
+        r = resolved(c)
+        entries = [e for t in snap["device_traces"] for e in t]
+        assert r["history.size"] == [e.get("size", MISSING) for e in entries], name
+        assert r["history.stack"] == [tuple((f["filename"], f["line"], f["name"]) for f in e.get("frames", [])) or None
+                                      for e in entries], name
+        blocks = [b for s in snap["segments"] for b in s["blocks"]]
+        assert r["blocks.size"] == [b["size"] for b in blocks], name
+        assert r["segments.total_size"] == [s["total_size"] for s in snap["segments"]], name
