@@ -240,7 +240,7 @@ def _duplicate(other: str) -> str:
 
 
 # Memory snapshots (issue 20): pickles told apart by their head, never unpickled here.
-SNAPSHOT_HEAD_BYTES = 4096
+SNAPSHOT_HEAD_BYTES = 4096  # decode.snapshot.HEAD_BYTES: the top dict's first key lies within it
 PICKLE_SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pkl.gz")
 PICKLE_COMPANIONS = ("kernel_annotations_rank*.pkl",)  # analysis.graph_annotations reads these beside a trace
 NOT_SNAPSHOT = ("a pickle, but not a PyTorch memory snapshot (no 'segments' or 'device_traces' at its start); "
@@ -253,24 +253,14 @@ def _is_pickle(name: str) -> bool:
     return name.endswith(PICKLE_SUFFIXES)
 
 
-def _snapshot_head(head: bytes) -> bool:
-    """tb_profiler.decode.snapshot.is_snapshot_head where the reader has it; else the same
-    rule: a pickle (protocol 2-5) whose top-level dict names "segments" or "device_traces"
-    at its start. A look at bytes only: nothing is unpickled."""
-    try:
-        from tb_profiler.decode.snapshot import is_snapshot_head
-    except ImportError:
-        return (len(head) > 2 and head[0] == 0x80 and 2 <= head[1] <= 5
-                and (b"segments" in head[:512] or b"device_traces" in head[:512]))
-    return bool(is_snapshot_head(head))
-
-
 @functools.lru_cache(maxsize=1 << 12)
 def sniff_snapshot(path: str, size: int, mtime: float, tag: str = "") -> bool:
     """Whether the pickle at path is a memory snapshot, from its first SNAPSHOT_HEAD_BYTES
     (inflated for .gz), remembered per version of the file as ``sniff`` is. Raises OSError
     or INFLATE_ERRORS (not remembered)."""
-    return _snapshot_head(read_head(path, SNAPSHOT_HEAD_BYTES))
+    from tb_profiler.decode.snapshot import is_snapshot_head  # a look at bytes only: nothing is unpickled
+
+    return is_snapshot_head(read_head(path, SNAPSHOT_HEAD_BYTES))
 
 
 def _looks_like_trace(name: str) -> bool:

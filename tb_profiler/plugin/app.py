@@ -709,9 +709,12 @@ class ProfilerApp:
             if e.worker not in latest or e.index > latest[e.worker].index:
                 latest[e.worker] = e
         chosen = [latest[w] for w in sorted(latest, key=natural_key)]
+        snaps = bool(self.state.run_snapshots(run))  # memory snapshots show in the Memory view
         if len(chosen) > 1:  # a run of several workers: from their summaries, no trace loaded
-            return self.compute_run(request, chosen, lambda run: views.views(run.ok, len(chosen)))
-        return self.compute(request, chosen, lambda traces: views.views(traces, 1))
+            return self.compute_run(request, chosen, lambda run: views_snapshot.with_memory(
+                views.views(run.ok, len(chosen)), snaps), (snaps,))
+        return self.compute(request, chosen, lambda traces: views_snapshot.with_memory(views.views(traces, 1), snaps),
+                            (snaps,))
 
     def r_workers(self, request: Request) -> Response:
         p = self.params(request)

@@ -216,6 +216,16 @@ def operator_at(trace, time_us: int) -> dict:
     return out
 
 
+def with_memory(names: list[str], snapshots: bool) -> list[str]:
+    """The run's views, the Memory view among them when the run has memory snapshots (its
+    Snapshot section shows them even where the trace has no memory records)."""
+    from tb_profiler.plugin.views import VIEW_ORDER
+
+    if not snapshots or "Memory" in names:
+        return names
+    return [v for v in VIEW_ORDER if v in names or v == "Memory"]
+
+
 # -- routes ----------------------------------------------------------------------------------
 _SNAP = ("run", "snapshot")
 ROUTE_PARAMS: dict[str, frozenset[str]] = {route: frozenset(names) for route, names in {
@@ -335,4 +345,4 @@ def routes(app) -> dict[str, Callable[[Any], Any]]:
 
 
 __all__ = ["ROUTE_PARAMS", "SnapshotCache", "SnapshotError", "SnapshotRoutes", "at", "live", "load", "ooms",
-           "operator_at", "routes", "summary", "timeline"]
+           "operator_at", "routes", "summary", "timeline", "with_memory"]

@@ -8,7 +8,7 @@
 
 import { useEffect, useRef } from "react";
 import * as echarts from "echarts/core";
-import { BarChart, HeatmapChart, LineChart, PieChart, ScatterChart } from "echarts/charts";
+import { BarChart, CustomChart, HeatmapChart, LineChart, PieChart, ScatterChart } from "echarts/charts";
 import {
   BrushComponent, DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
   TitleComponent, TooltipComponent, VisualMapComponent,
@@ -18,7 +18,7 @@ import type { EChartsCoreOption } from "echarts/core";
 import { nameHtml, tooltipLine } from "../util/escape";
 
 echarts.use([
-  BarChart, HeatmapChart, LineChart, PieChart, ScatterChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
+  BarChart, CustomChart, HeatmapChart, LineChart, PieChart, ScatterChart, BrushComponent, GridComponent, LegendComponent, TooltipComponent, TitleComponent,
   DataZoomComponent, MarkLineComponent, MarkPointComponent, VisualMapComponent, CanvasRenderer,
 ]);
 

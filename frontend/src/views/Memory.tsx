@@ -17,6 +17,8 @@ import { escapeHtml, tooltipLine } from "../util/escape";
 import { fmtBytes, fmtDuration, fmtPct } from "../util/format";
 import { extentOf, niceAxis, valueAxis } from "../util/ticks";
 import { MemcpySection } from "./why/Memcpy";
+import { SnapshotSection } from "./memory/Snapshot";
+import { useSnapshotOverlay, type OverlaySeries } from "./memory/overlay";
 
 function parseNs(s: string | undefined): number | null {
   return s && /^\d+$/.test(s) ? Number(s) : null;
@@ -71,7 +73,7 @@ function exactBytes(b: number | null | undefined): string | undefined {
   return b === null || b === undefined ? undefined : `${Math.round(b).toLocaleString("en-US")} bytes`;
 }
 
-function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string; dark: boolean; range: [number, number] | null }) {
+function Curve({ d, device, dark, range, extra }: { d: MemoryCurveReply; device: string; dark: boolean; range: [number, number] | null; extra?: OverlaySeries | null }) {
   const pts = d.curves[device] ?? [];
   const peak = d.peaks.find((p) => p.device === device);
   const extent: [number, number] = pts.length ? [pts[0].ts_ns, pts[pts.length - 1].ts_ns] : [0, 1];
@@ -122,9 +124,11 @@ function Curve({ d, device, dark, range }: { d: MemoryCurveReply; device: string
             : undefined,
         },
         ...(hasReserved ? [{ name: "Reserved", type: "line", step: "end", showSymbol: false, data: pts.map((p) => [p.ts_ns, p.reserved]) }] : []),
+        // the run's memory snapshot over the same time (memory/overlay)
+        ...(extra ? [{ name: extra.name, type: "line", step: "end", showSymbol: false, lineStyle: { type: "dotted" }, data: extra.data }] : []),
       ],
     };
-  }, [d, device, range?.[0], range?.[1]]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [d, device, range?.[0], range?.[1], extra]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const events = useMemo(() => ({
     datazoom: (p: any) => {
@@ -170,15 +174,19 @@ export function MemoryView({ st, sel, dark }: ViewProps) {
   const rangeParams = { start_ns: range?.[0], end_ns: range?.[1] };
   const stats = useApi<MemoryReply>(curve.data && device ? "memory" : null, { ...sel, device, ...rangeParams }, { keepStale: true });
   const events = useApi<MemoryEventsReply>(curve.data && device ? "memory_events" : null, { ...sel, device, ...rangeParams }, { keepStale: true });
+  const overlay = useSnapshotOverlay(sel, curve.data, device);
 
   return (
     <Loaded state={curve}>
       {(c) => {
         if (!c.devices.length) {
           return (
+            <>
             <Empty title="No memory records">
               {c.notes?.[0] ?? "This trace has no [memory] events. Profile with profile_memory=True to see memory."}
             </Empty>
+            <SnapshotSection sel={sel} dark={dark} />
+            </>
           );
         }
         const peak = c.peaks.find((p) => p.device === device);
@@ -210,8 +218,9 @@ export function MemoryView({ st, sel, dark }: ViewProps) {
               </div>
             )}
             <Section title={<>Memory over time — <Name text={device} /></>}>
-              {device && <Curve d={c} device={device} dark={dark} range={range} />}
+              {device && <Curve d={c} device={device} dark={dark} range={range} extra={overlay} />}
             </Section>
+            <SnapshotSection sel={sel} dark={dark} />
             <Section title="Memory by operator" actions={<Updating state={stats} />}>
               <Loaded state={stats}>
                 {(s) => (

@@ -1,0 +1,200 @@
+// Memory snapshots (issue 20): the replies of the snapshot routes (docs/api.md, "Memory
+// snapshots") and the pure steps the Snapshot section takes on them: the allocation bands'
+// layout, the snapshot's clock placed on a trace's, device names matched.
+
+export interface SnapshotFileRow { snapshot: string; size: number; mtime: number }
+export interface SnapshotListReply { run: string; snapshots: SnapshotFileRow[] }
+
+export interface SnapshotSummary {
+  snapshot: string;
+  segments: number;
+  reserved_bytes: number;
+  allocated_bytes: number;
+  active_bytes: number;
+  free_external_bytes: number;
+  free_internal_bytes: number;
+  peak_allocated_bytes: number | null;
+  history_entries: number;
+  devices: number[];
+  oom_count: number;
+  time_range_us: [number, number] | null;
+}
+
+export interface SnapPoint { time_us: number; allocated_bytes: number; reserved_bytes: number | null }
+export interface SnapAllocation {
+  addr: string | null;
+  size: number;
+  stream: number | null;
+  start_us: number | null;
+  end_us: number | null; // null: still live at the snapshot's end
+  stack: number;
+}
+export interface SnapFrame { filename: string; line: number | null; name: string }
+export interface SnapshotTimelineReply {
+  snapshot: string;
+  device: number | null;
+  points: SnapPoint[];
+  peak: { time_us: number | null; allocated_bytes: number | null } | null;
+  allocations: SnapAllocation[];
+  allocations_total: number;
+  stacks: Record<string, SnapFrame[]>;
+}
+
+export interface SnapSegment {
+  segment: number;
+  address: string | null;
+  total_size: number;
+  allocated_bytes: number;
+  active_bytes: number;
+  free_external_bytes: number;
+  free_internal_bytes: number;
+  stream: number | null;
+  segment_type: string | null;
+  pool: unknown;
+  is_expandable: boolean | number | null;
+  fragmentation: number | null;
+}
+export interface SnapBlock {
+  segment: number;
+  address: string | null;
+  size: number;
+  requested_size: number | null;
+  state: string | number | null;
+  stack: number;
+}
+export interface PoolRow {
+  pool?: unknown;
+  stream?: number | null;
+  segment_type?: string | null;
+  segments: number;
+  reserved_bytes: number;
+  allocated_bytes: number;
+  active_bytes: number;
+  free_external_bytes: number;
+  free_internal_bytes: number;
+}
+export interface SnapshotAtReply {
+  snapshot: string;
+  time_us: number | null;
+  device: number | null;
+  segments: SnapSegment[];
+  segments_total: number;
+  blocks: SnapBlock[];
+  blocks_total: number;
+  totals: Record<string, number | null>;
+  pools: PoolRow[];
+  stacks: Record<string, SnapFrame[]>;
+}
+
+export interface LiveRow { stack: number; frames: string; bytes: number; count: number }
+export interface SnapshotLiveReply { snapshot: string; time_us: number | null; at_peak: boolean; device: number | null; rows: LiveRow[] }
+
+export interface OomReport {
+  time_us: number | null;
+  device: number | null;
+  requested_bytes: number | null;
+  device_free_bytes: number | null;
+  reserved_bytes: number | null;
+  allocated_bytes: number | null;
+  free_in_segments_bytes: number | null;
+  largest_free_block_bytes: number | null;
+  live: LiveRow[];
+  advice: string[];
+}
+export interface SnapshotOomsReply { snapshot: string; ooms: OomReport[]; total: number }
+
+export interface SnapshotOperatorReply {
+  time_us: number;
+  trace_start_us: number;
+  trace_end_us: number;
+  wall_origin_ns: string;
+  covers: boolean;
+  operator: { name: string; i: number; start_ns: number; dur_ns: number; tid: number | string | null } | null;
+}
+
+/** An allocation drawn as a band: [x0, x1] in the chart's time (ns from the snapshot's
+ * first time), [y0, y1] in bytes. */
+export interface Band { x0: number; x1: number; y0: number; y1: number; alloc: SnapAllocation }
+
+/**
+ * Bands for the allocations: each at the lowest height where it overlaps no band placed
+ * before it during its lifetime (first fit, in allocation order), so no two bands cover
+ * each other; one still live runs to `endUs`. A picture of who held memory when, not of
+ * addresses (memory_viz compacts bands as others free; the top of these can sit above
+ * the allocated curve where the picture leaves gaps). Times are ns from `t0Us`.
+ */
+export function layoutBands(allocs: SnapAllocation[], t0Us: number, endUs: number): Band[] {
+  const items = allocs
+    .filter((a) => a.start_us !== null && a.size > 0)
+    .map((a) => ({ a, s: a.start_us as number, e: a.end_us ?? endUs }))
+    .sort((p, q) => p.s - q.s || q.a.size - p.a.size);
+  const active: { y0: number; y1: number; e: number }[] = [];
+  const out: Band[] = [];
+  for (const { a, s, e } of items) {
+    for (let i = active.length - 1; i >= 0; i--) if (active[i].e <= s) active.splice(i, 1);
+    active.sort((p, q) => p.y0 - q.y0);
+    let y = 0;
+    for (const r of active) {
+      if (r.y0 - y >= a.size) break;
+      y = Math.max(y, r.y1);
+    }
+    active.push({ y0: y, y1: y + a.size, e });
+    out.push({ x0: (s - t0Us) * 1000, x1: (Math.max(e, s) - t0Us) * 1000, y0: y, y1: y + a.size, alloc: a });
+  }
+  return out;
+}
+
+/** The snapshot device a Memory curve's device names ("GPU0", "cuda:1" -> 0, 1): its
+ * trailing number; null for the CPU and names without one. */
+export function deviceNumber(name: string | null | undefined): number | null {
+  if (!name || /^cpu$/i.test(name)) return null;
+  const m = /(\d+)$/.exec(name);
+  return m ? Number(m[1]) : null;
+}
+
+/** A wall-clock µs time of the snapshot as ns from the trace's origin (the Memory curve's
+ * x), given the origin as wall-clock ns (memory_curve's wall_origin_ns: a decimal string,
+ * beyond a JS number's exact range). */
+export function toTraceNs(timeUs: number, wallOriginNs: string): number {
+  const origin = BigInt(wallOriginNs);
+  return Number(BigInt(Math.round(timeUs)) * 1000n - origin);
+}
+
+/** The snapshot's allocated curve as [trace ns, bytes] points inside the curve's extent
+ * (one point either side kept, so the line reaches the edges); [] when they do not overlap. */
+export function overlayPoints(points: SnapPoint[], wallOriginNs: string, extent: [number, number]): [number, number][] {
+  const xs = points.map((p) => [toTraceNs(p.time_us, wallOriginNs), p.allocated_bytes] as [number, number]);
+  const lo = xs.findIndex((p) => p[0] >= extent[0]);
+  if (lo < 0) return [];
+  let hi = xs.length - 1;
+  while (hi >= 0 && xs[hi][0] > extent[1]) hi--;
+  if (hi < lo) return [];
+  return xs.slice(Math.max(0, lo - 1), Math.min(xs.length, hi + 2));
+}
+
+/** Free inside a segment as a share of its size (the external free space, split into
+ * blocks the allocator cannot hand out whole), from the server's figure when it gave one. */
+export function fragmentationPct(s: SnapSegment): number | null {
+  if (s.fragmentation !== null && s.fragmentation !== undefined) return 100 * s.fragmentation;
+  return s.total_size > 0 ? (100 * s.free_external_bytes) / s.total_size : null;
+}
+
+/** A pool id as text: (0, 0) is the default pool; a graph's private pool shows its id. */
+export function poolLabel(pool: unknown): string {
+  if (pool === null || pool === undefined) return "";
+  if (Array.isArray(pool)) return pool.every((v) => v === 0) ? "default" : `(${pool.join(", ")})`;
+  return String(pool);
+}
+
+/** A stack's frames as the StackFrames component takes them. */
+export function sourceFrames(frames: SnapFrame[] | undefined) {
+  return (frames ?? []).map((f) => ({ file: f.filename && f.filename !== "none" ? f.filename : null, line: f.line && f.line > 0 ? f.line : null, func: f.name, path: null }));
+}
+
+/** The innermost frame worth naming (torch's own allocator frames skipped when others follow). */
+export function topFrame(frames: SnapFrame[] | undefined): string {
+  const list = frames ?? [];
+  const user = list.find((f) => !/(torch\/cuda\/memory|CUDACachingAllocator|c10\/)/.test(f.filename ?? "")) ?? list[0];
+  if (!user) return "";
+  return user.filename && user.filename !== "none" ? `${user.name} (${user.filename}:${user.line})` : user.name;
+}
