@@ -53,7 +53,8 @@ def allocation_size(size: int) -> int:
 
 
 def frame(filename: str, line: int, name: str) -> dict:
-    return {"filename": filename, "line": line, "name": name}
+    """A frame dict in py_symbolize's key order (name, filename, line)."""
+    return {"name": name, "filename": filename, "line": line}
 
 
 _TORCH = "/usr/lib/python3.11/site-packages/torch"
@@ -160,6 +161,7 @@ class Device:
 
     def malloc(self, requested: int, stream: int, frames: list, pool: tuple = (0, 0)) -> int:
         """Allocate as c10 does; returns the block's address. Records segment_alloc/map and alloc."""
+        frames = list(frames)   # one context: shared by segment_alloc, alloc and the block
         size = round_size(requested)
         small = size <= SMALL_SIZE
         found = self._find(size, stream, small, pool)
@@ -191,7 +193,7 @@ class Device:
         """free_requested, then (unless another stream still uses it) free_completed and merge."""
         seg, i = self._locate(addr)
         b = seg["blocks"][i]
-        self.record("free_requested", addr, b["requested_size"], seg["stream"], frames)
+        self.record("free_requested", addr, b["requested_size"], seg["stream"], list(frames))
         if pending:
             b["state"] = "active_pending_free"
         else:
@@ -201,7 +203,7 @@ class Device:
         """The block's uses on other streams are done: free_completed, merged with free neighbours."""
         seg, i = self._locate(addr)
         b = seg["blocks"][i]
-        self.record("free_completed", addr, b["requested_size"], seg["stream"], frames)
+        self.record("free_completed", addr, b["requested_size"], seg["stream"], list(frames))
         blocks = seg["blocks"]
         blocks[i] = _free_block(b["size"])
         if i + 1 < len(blocks) and blocks[i + 1]["state"] == "inactive":
