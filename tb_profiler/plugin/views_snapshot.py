@@ -81,7 +81,7 @@ def load(path: str, shown: str, *, cache: bool, cache_dir: str | None) -> Any:
     """tb_profiler.load_snapshot(path), its errors as SnapshotError naming ``shown`` (the
     file relative to the logdir), never the server's paths."""
     try:
-        from tb_profiler import load_snapshot
+        from tb_profiler.snapshot import load_snapshot
     except ImportError:  # a build without the snapshot model
         raise SnapshotError(f"{shown}: this tb_profiler cannot read memory snapshots") from None
     try:
@@ -155,7 +155,7 @@ def timeline(snap: Any, device: int | None, start_us: int | None, end_us: int | 
     """Snapshot.timeline(...): points, peak, the window's allocations (largest first) and their stacks."""
     t = snap.timeline(device=device, start_us=start_us, end_us=end_us, max_points=max_points)
     allocs = t["allocations"]
-    return {"device": _value(t["device"]), "points": _frame(t["points"]), "peak": to_jsonable(t["peak"]),
+    return {"device": _value(t["device"]), "time_axis": t.get("time_axis", "time_us"), "points": _frame(t["points"]), "peak": to_jsonable(t["peak"]),
             "allocations": _frame(allocs), "allocations_total": int(t["allocations_total"]),
             "stacks": _stacks(snap, allocs["stack"] if "stack" in allocs else [])}
 

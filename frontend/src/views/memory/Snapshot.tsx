@@ -63,8 +63,9 @@ function OneSnapshot({ sel, name, dark }: { sel: Sel; name: string; dark: boolea
     <Loaded state={summary}>
       {(s) => {
         const range = s.time_range_us;
-        const t0 = range?.[0] ?? timeline.data?.points[0]?.time_us ?? 0;
-        const end = range?.[1] ?? timeline.data?.points[timeline.data.points.length - 1]?.time_us ?? t0;
+        // without times (a profile turned snapshot) x is the entry's index: 0 .. the entries
+        const t0 = range?.[0] ?? 0;
+        const end = range?.[1] ?? Math.max(0, s.history_entries - 1);
         const peakAt = timeline.data?.peak?.time_us ?? null;
         return (
           <>
@@ -94,7 +95,7 @@ function OneSnapshot({ sel, name, dark }: { sel: Sel; name: string; dark: boolea
                 </>
               )}
             </Loaded>
-            {chosen && <Chosen a={chosen} stacks={timeline.data?.stacks ?? {}} t0={t0} sel={sel} joinable={range !== null} onAt={() => chosen.start_us !== null && setAtTime(chosen.start_us)} />}
+            {chosen && <Chosen a={chosen} stacks={timeline.data?.stacks ?? {}} t0={range ? t0 : null} sel={sel} joinable={range !== null} onAt={() => chosen.start_us !== null && setAtTime(chosen.start_us)} />}
             <h3>Live at the peak, by stack</h3>
             <Loaded state={live}>
               {(l) => <DataTable rows={l.rows} cols={liveCols} exportName={[sel.run, "snapshot-live-at-peak"]} initialSort={{ id: "bytes", desc: true }} emptyText="Nothing live at the peak (no history recorded?)." />}
@@ -118,17 +119,18 @@ function OneSnapshot({ sel, name, dark }: { sel: Sel; name: string; dark: boolea
 
 /** The allocation selected: its figures, stack, and the trace's operator at its time. */
 function Chosen({ a, stacks, t0, sel, joinable, onAt }: {
-  a: SnapAllocation; stacks: Record<string, { filename: string; line: number | null; name: string }[]>; t0: number;
+  a: SnapAllocation; stacks: Record<string, { filename: string; line: number | null; name: string }[]>; t0: number | null;
   sel: Sel; joinable: boolean; onAt: () => void;
 }) {
   const op = useApi<SnapshotOperatorReply>(joinable && a.start_us !== null ? "snapshot/operator" : null, { run: sel.run, worker: sel.worker, span: sel.span, time_us: a.start_us ?? undefined });
   const o = op.data;
+  const when = (v: number) => (t0 === null ? `entry ${v.toLocaleString("en-US")}` : fmtDuration((v - t0) * 1000));
   return (
     <div className="snapshot-chosen" aria-label="Selected allocation">
       <div className="stats">
         <Stat label="Size" value={fmtBytes(a.size)} hint={`${a.size.toLocaleString("en-US")} bytes`} />
-        <Stat label="Allocated at" value={a.start_us === null ? "–" : fmtDuration((a.start_us - t0) * 1000)} />
-        <Stat label="Freed at" value={a.end_us === null ? "still live" : fmtDuration((a.end_us - t0) * 1000)} />
+        <Stat label="Allocated at" value={a.start_us === null ? "–" : when(a.start_us)} />
+        <Stat label="Freed at" value={a.end_us === null ? "still live" : when(a.end_us)} />
         <Stat label="Address" value={a.addr ?? "–"} />
       </div>
       {o && (o.operator && o.covers ? (

@@ -22,13 +22,13 @@ interface Props {
   win: [number, number] | null;  // the window zoomed to (µs), kept across the refetch it causes
 }
 
-function bandTooltip(b: Band, d: SnapshotTimelineReply): string {
+function bandTooltip(b: Band, d: SnapshotTimelineReply, fmtX: (v: number) => string): string {
   const a = b.alloc;
   const frames = d.stacks[String(a.stack)] ?? [];
   const lines = [
     tooltipLine("#888", "Size", fmtBytes(a.size)),
-    tooltipLine("#888", "Allocated at", fmtDuration(b.x0)),
-    tooltipLine("#888", "Freed at", a.end_us === null ? "still live" : fmtDuration(b.x1)),
+    tooltipLine("#888", "Allocated at", fmtX(b.x0)),
+    tooltipLine("#888", "Freed at", a.end_us === null ? "still live" : fmtX(b.x1)),
     tooltipLine("#888", "Stream", a.stream ?? "–"),
     tooltipLine("#888", "Address", a.addr ?? "–"),
   ];
@@ -40,25 +40,28 @@ function bandTooltip(b: Band, d: SnapshotTimelineReply): string {
 export function SnapshotChart({ d, t0Us, endUs, dark, onSelect, onWindow, win }: Props) {
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
   useEffect(() => () => { if (timer.current) clearTimeout(timer.current); }, []);
-  const bands = useMemo(() => layoutBands(d.allocations, t0Us, endUs), [d, t0Us, endUs]);
-  const extent: [number, number] = [0, Math.max(1, (endUs - t0Us) * 1000)];
+  const entries = d.time_axis === "entry"; // no times in the history: x is the entry's index
+  const scale = entries ? 1 : 1000;
+  const fmtX = (v: number) => (entries ? `entry ${Math.round(v).toLocaleString("en-US")}` : fmtDuration(v));
+  const bands = useMemo(() => layoutBands(d.allocations, t0Us, endUs, scale), [d, t0Us, endUs, scale]);
+  const extent: [number, number] = [0, Math.max(1, (endUs - t0Us) * scale)];
   const option = useMemo(() => {
-    const xs = d.points.map((p) => [(p.time_us - t0Us) * 1000, p.allocated_bytes]);
+    const xs = d.points.map((p) => [(p.time_us - t0Us) * scale, p.allocated_bytes]);
     const reserved = d.points.some((p) => p.reserved_bytes !== null);
-    const shown: [number, number] = win ? [(win[0] - t0Us) * 1000, (win[1] - t0Us) * 1000] : extent;
+    const shown: [number, number] = win ? [(win[0] - t0Us) * scale, (win[1] - t0Us) * scale] : extent;
     const pct = (v: number) => Math.min(100, Math.max(0, (100 * v) / extent[1]));
-    const ax = niceAxis(shown[0], shown[1], "duration", { exact: true, count: 6 });
+    const ax = niceAxis(shown[0], shown[1], entries ? "count" : "duration", { exact: true, count: 6 });
     const peak = d.peak && d.peak.time_us !== null && d.peak.allocated_bytes !== null ? d.peak : null;
     const top = Math.max(...bands.map((b) => b.y1), 0);
     return {
       animation: false,
-      tooltip: { ...TOOLTIP_BASE, trigger: "item", formatter: (p: any) => (p.seriesName === "Allocations" ? bandTooltip(bands[p.dataIndex], d) : `<div class="tt-title">${escapeHtml(fmtDuration(Number(p.value?.[0])))}</div>${tooltipLine(String(p.color), p.seriesName, fmtBytes(Number(p.value?.[1])))}`) },
+      tooltip: { ...TOOLTIP_BASE, trigger: "item", formatter: (p: any) => (p.seriesName === "Allocations" ? bandTooltip(bands[p.dataIndex], d, fmtX) : `<div class="tt-title">${escapeHtml(fmtX(Number(p.value?.[0])))}</div>${tooltipLine(String(p.color), p.seriesName, fmtBytes(Number(p.value?.[1])))}`) },
       legend: { top: 0 },
       grid: { left: 80, right: 30, top: 36, bottom: 70 },
       xAxis: { type: "value", min: extent[0], max: extent[1], axisTick: { customValues: ax.ticks }, axisLabel: { hideOverlap: true, customValues: ax.ticks, formatter: ax.format } },
       yAxis: valueAxis(...extentOf([...d.points.flatMap((p) => [p.allocated_bytes, p.reserved_bytes]), top]), "bytes"),
       dataZoom: [
-        { type: "slider", xAxisIndex: 0, filterMode: "none", bottom: 12, start: pct(shown[0]), end: pct(shown[1]), labelFormatter: (v: number) => fmtDuration(v) },
+        { type: "slider", xAxisIndex: 0, filterMode: "none", bottom: 12, start: pct(shown[0]), end: pct(shown[1]), labelFormatter: fmtX },
         { type: "inside", xAxisIndex: 0, filterMode: "none" },
       ],
       series: [
@@ -80,12 +83,12 @@ export function SnapshotChart({ d, t0Us, endUs, dark, onSelect, onWindow, win }:
           showSymbol: false,
           lineStyle: { width: 1.5 },
           data: xs,
-          markPoint: peak ? { symbolSize: 36, label: { formatter: "peak" }, data: [{ coord: [(Number(peak.time_us) - t0Us) * 1000, peak.allocated_bytes], value: "peak" }] } : undefined,
+          markPoint: peak ? { symbolSize: 36, label: { formatter: "peak" }, data: [{ coord: [(Number(peak.time_us) - t0Us) * scale, peak.allocated_bytes], value: "peak" }] } : undefined,
         },
-        ...(reserved ? [{ name: "Reserved", type: "line", step: "end", showSymbol: false, lineStyle: { width: 1, type: "dashed" }, data: d.points.map((p) => [(p.time_us - t0Us) * 1000, p.reserved_bytes]) }] : []),
+        ...(reserved ? [{ name: "Reserved", type: "line", step: "end", showSymbol: false, lineStyle: { width: 1, type: "dashed" }, data: d.points.map((p) => [(p.time_us - t0Us) * scale, p.reserved_bytes]) }] : []),
       ],
     };
-  }, [d, bands, t0Us, endUs, dark, win?.[0], win?.[1]]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [d, bands, t0Us, endUs, dark, win?.[0], win?.[1], scale]); // eslint-disable-line react-hooks/exhaustive-deps
 
   const events = useMemo(() => ({
     click: (p: any) => { if (p.seriesName === "Allocations" && bands[p.dataIndex]) onSelect(bands[p.dataIndex].alloc); },

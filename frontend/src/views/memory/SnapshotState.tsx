@@ -14,7 +14,7 @@ import {
 } from "./snapshotData";
 
 export const liveCols: Col<LiveRow>[] = [
-  { id: "frames", header: "Stack (innermost first)", value: (r) => r.frames, width: 420, render: (r) => <Name className="stack-text" text={r.frames || "(no stack recorded)"} /> },
+  { id: "frames", header: "Stack (innermost first)", value: (r) => r.frames, width: 420, render: (r) => <div style={{ whiteSpace: "pre-line" }}><Name className="stack-text" text={r.frames || "(no stack recorded)"} /></div> },
   { id: "bytes", header: "Live", value: (r) => r.bytes, kind: "bytes" },
   { id: "count", header: "Allocations", value: (r) => r.count, kind: "count" },
 ];

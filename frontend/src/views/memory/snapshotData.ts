@@ -33,6 +33,7 @@ export interface SnapFrame { filename: string; line: number | null; name: string
 export interface SnapshotTimelineReply {
   snapshot: string;
   device: number | null;
+  time_axis?: "time_us" | "entry"; // entry: the history has no times (a profile turned snapshot): x is the entry's index
   points: SnapPoint[];
   peak: { time_us: number | null; allocated_bytes: number | null } | null;
   allocations: SnapAllocation[];
@@ -121,9 +122,10 @@ export interface Band { x0: number; x1: number; y0: number; y1: number; alloc: S
  * before it during its lifetime (first fit, in allocation order), so no two bands cover
  * each other; one still live runs to `endUs`. A picture of who held memory when, not of
  * addresses (memory_viz compacts bands as others free; the top of these can sit above
- * the allocated curve where the picture leaves gaps). Times are ns from `t0Us`.
+ * the allocated curve where the picture leaves gaps). x is (time - t0Us) * scale: ns from
+ * `t0Us` for µs times, the entry index itself (scale 1) for a history without times.
  */
-export function layoutBands(allocs: SnapAllocation[], t0Us: number, endUs: number): Band[] {
+export function layoutBands(allocs: SnapAllocation[], t0Us: number, endUs: number, scale = 1000): Band[] {
   const items = allocs
     .filter((a) => a.start_us !== null && a.size > 0)
     .map((a) => ({ a, s: a.start_us as number, e: a.end_us ?? endUs }))
@@ -139,7 +141,7 @@ export function layoutBands(allocs: SnapAllocation[], t0Us: number, endUs: numbe
       y = Math.max(y, r.y1);
     }
     active.push({ y0: y, y1: y + a.size, e });
-    out.push({ x0: (s - t0Us) * 1000, x1: (Math.max(e, s) - t0Us) * 1000, y0: y, y1: y + a.size, alloc: a });
+    out.push({ x0: (s - t0Us) * scale, x1: (Math.max(e, s) - t0Us) * scale, y0: y, y1: y + a.size, alloc: a });
   }
   return out;
 }
@@ -182,8 +184,9 @@ export function fragmentationPct(s: SnapSegment): number | null {
 /** A pool id as text: (0, 0) is the default pool; a graph's private pool shows its id. */
 export function poolLabel(pool: unknown): string {
   if (pool === null || pool === undefined) return "";
-  if (Array.isArray(pool)) return pool.every((v) => v === 0) ? "default" : `(${pool.join(", ")})`;
-  return String(pool);
+  const parts = Array.isArray(pool) ? pool.map(String) : String(pool).split(",").map((p) => p.trim());
+  if (parts.length === 2 && parts.every((p) => p === "0")) return "default";
+  return parts.length === 2 ? `(${parts.join(", ")})` : String(pool);
 }
 
 /** A stack's frames as the StackFrames component takes them. */
