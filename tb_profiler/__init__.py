@@ -5,13 +5,14 @@ Public API:
     load(path) -> Trace                                                      # one trace file
     load_run(dir_or_url) -> Run                                              # one run folder
     summarize(run_path, span=None, jobs=None, dask=None, summaries=None) -> [TraceSummary]  # a run's summaries
+    load_snapshot(path) -> Snapshot                                          # a memory snapshot pickle
     TraceFormatError                                                         # bad input
 """
 from __future__ import annotations
 
 from tb_profiler.errors import TraceFormatError
 
-__all__ = ["TraceFormatError", "load", "load_run", "summarize", "tensorboard_trace_handler", "Trace", "Run"]
+__all__ = ["TraceFormatError", "load", "load_run", "load_snapshot", "summarize", "tensorboard_trace_handler", "Trace", "Run"]
 __version__ = "0.1.0"
 
 
@@ -25,6 +26,10 @@ def __getattr__(name: str):
         from tb_profiler import trace
 
         return getattr(trace, name)
+    if name in ("load_snapshot", "Snapshot"):
+        from tb_profiler import snapshot
+
+        return getattr(snapshot, name)
     if name == "summarize":
         from tb_profiler.summary import summarize
 

@@ -161,6 +161,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="a folder to find the Python files of stack frames under, for jump to source "
                             "(repeatable; also $TB_PROFILER_SOURCE_ROOTS, os.pathsep-separated)")
     serve.set_defaults(func=cmd_serve)
+
+    # memory snapshots (issue 20): the verb's body is tb_profiler/snapshot/cli.py
+    from tb_profiler.snapshot.cli import add_parser as add_snapshot
+
+    add_snapshot(sub)
     return parser
 
 
