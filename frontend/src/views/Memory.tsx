@@ -102,7 +102,7 @@ function Curve({ d, device, dark, range, extra }: { d: MemoryCurveReply; device:
       grid: { left: 80, right: 30, top: 36, bottom: 70 },
       // the axis ends (trace start / end) are not round: the ticks are the nice times inside
       xAxis: { type: "value", min: extent[0], max: extent[1], ...timeAxisTicks(...(range ?? extent)) },
-      yAxis: valueAxis(...extentOf(pts.flatMap((p) => [p.allocated, p.reserved])), "bytes"),
+      yAxis: valueAxis(...extentOf([...pts.flatMap((p) => [p.allocated, p.reserved]), ...(extra?.data.map((p) => p[1]) ?? [])]), "bytes"),
       // a drag across the plot selects a range (the brush is cleared again: the chart zooms to it)
       brush: { xAxisIndex: 0, brushType: "lineX", brushMode: "single", transformable: false, outOfBrush: { colorAlpha: 1 }, brushStyle: { color: "rgba(84,112,198,0.15)", borderColor: "rgba(84,112,198,0.6)", borderWidth: 1 } },
       dataZoom: [

@@ -137,3 +137,12 @@ describe("the section", () => {
     expect(el.textContent).toContain("Out of memory");
   });
 });
+
+describe("band colors", () => {
+  it("name the first frame outside the allocator", async () => {
+    const { topFrame } = await import("./snapshotData");
+    expect(topFrame([{ filename: "??", line: 0, name: "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc" }, { filename: "/home/u/model.py", line: 52, name: "attention" }]))
+      .toBe("attention (/home/u/model.py:52)");
+    expect(topFrame([])).toBe("");
+  });
+});

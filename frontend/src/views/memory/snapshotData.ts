@@ -194,10 +194,12 @@ export function sourceFrames(frames: SnapFrame[] | undefined) {
   return (frames ?? []).map((f) => ({ file: f.filename && f.filename !== "none" ? f.filename : null, line: f.line && f.line > 0 ? f.line : null, func: f.name, path: null }));
 }
 
+const ALLOCATOR_FRAME = /(torch\/cuda\/memory|CUDACachingAllocator|c10::|c10\/)/;
+
 /** The innermost frame worth naming (torch's own allocator frames skipped when others follow). */
 export function topFrame(frames: SnapFrame[] | undefined): string {
   const list = frames ?? [];
-  const user = list.find((f) => !/(torch\/cuda\/memory|CUDACachingAllocator|c10\/)/.test(f.filename ?? "")) ?? list[0];
+  const user = list.find((f) => !ALLOCATOR_FRAME.test(f.filename ?? "") && !ALLOCATOR_FRAME.test(f.name ?? "")) ?? list[0];
   if (!user) return "";
   return user.filename && user.filename !== "none" ? `${user.name} (${user.filename}:${user.line})` : user.name;
 }
