@@ -21,6 +21,7 @@
 
 #include "decoder.h"
 #include "nesting.h"
+#include "snapshot.h"
 
 /* ------------------------------------------------------------------ Buffer */
 
@@ -78,6 +79,12 @@ static PyObject *buffer_take(void **data, size_t nbytes)
     b->data = p;
     b->len = (Py_ssize_t)nbytes;
     return (PyObject *)b;
+}
+
+/* buffer_take for snapshot.c (snapshot.h) */
+PyObject *tb_buffer_take(void **data, size_t nbytes)
+{
+    return buffer_take(data, nbytes);
 }
 
 /* ------------------------------------------------------------------ results */
@@ -418,6 +425,7 @@ static PyMethodDef native_methods[] = {
     {"decode", (PyCFunction)(void (*)(void))native_decode, METH_VARARGS | METH_KEYWORDS, decode_doc},
     {"nest_parents", native_nest_parents, METH_VARARGS, nest_parents_doc},
     {"subtree_add", native_subtree_add, METH_VARARGS, subtree_add_doc},
+    {"read_snapshot", tb_read_snapshot, METH_VARARGS, tb_read_snapshot_doc},
     {NULL, NULL, 0, NULL},
 };
 
