@@ -256,6 +256,9 @@ def test_warm_open_reads_the_cache_not_the_pickle(built, monkeypatch):
         raise AssertionError("the pickle was read again")
 
     monkeypatch.setattr(reader, "read_snapshot", refuse)
+    from tb_profiler.snapshot import model
+
+    monkeypatch.setattr(model, "device_history", refuse)  # the replay comes from the entry too
     warm = load_snapshot(path, cache_dir=cold.cache_path.rsplit("/", 1)[0])
     assert warm.cache_path == cold.cache_path
     assert warm.summary() == cold.summary()

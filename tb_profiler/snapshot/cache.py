@@ -8,6 +8,9 @@ wraps each column with no copy, each checked against its CRC only when first rea
 warm open costs a file open and the replay reads only the columns it needs. The key is
 the file's identity (path, size, version stamp: io.read.stat_key) and the column
 contract's digest, so a new schema or reader rebuilds.
+
+The entry also keeps each device's replayed history (replay.DeviceHistory's arrays, made
+once at the cold open), so a warm open's summary and first timeline sort nothing.
 """
 from __future__ import annotations
 
@@ -22,8 +25,11 @@ import numpy as np
 from tb_profiler import cache as _cache
 from tb_profiler.decode import snapshot_schema as S
 from tb_profiler.snapshot.model import Snapshot
+from tb_profiler.snapshot.replay import DeviceHistory
 
-CACHE_VERSION = 1  # bump when what an entry holds changes
+CACHE_VERSION = 2  # bump when what an entry holds, or the replay stored in it, changes
+_REPLAY_ARRAYS = ("rows", "time_us", "addr", "size", "block_size", "stream", "stack", "start", "end", "pending_from",
+                  "in_timeline", "allocated", "reserved")
 _PART = "snapshot"
 _SCHEMA_DIGEST = hashlib.sha256(json.dumps([S.TABLES, S.ACTIONS, S.BLOCK_STATES, S.EXTRAS],
                                            sort_keys=True).encode()).hexdigest()[:16]
@@ -96,6 +102,38 @@ def _check(arrays: Mapping, n_strings: int) -> bool:
         return False
 
 
+def _replay_arrays(snap: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
+    """Every device's replayed history as entry arrays, and its scalars as JSON."""
+    arrays, meta = {}, {}
+    for d in np.unique(snap.history["device"]).tolist():  # a loop over devices
+        h = snap.device_history(int(d))
+        arrays.update({f"replay/{d}/{f}": getattr(h, f) for f in _REPLAY_ARRAYS})
+        meta[str(d)] = {"has_time": h.has_time, "base_allocated": h.base_allocated, "base_reserved": h.base_reserved}
+    return arrays, meta
+
+
+def _replays_from(arrays: Mapping, meta: dict) -> dict[int, DeviceHistory] | None:
+    """The stored replays (views of the entry), None when the entry lacks one."""
+    out = {}
+    try:
+        for d, m in meta.items():
+            fields = {f: arrays[f"replay/{d}/{f}"] for f in _REPLAY_ARRAYS}
+            out[int(d)] = DeviceHistory(device=int(d), has_time=bool(m["has_time"]),
+                                        base_allocated=int(m["base_allocated"]),
+                                        base_reserved=int(m["base_reserved"]), **fields)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return out
+
+
+def _fresh_arrays(path: str) -> dict[str, np.ndarray]:
+    """An entry's arrays made again from the file (a damaged entry's array is read from these)."""
+    from tb_profiler.decode.snapshot import read_snapshot
+
+    cols = read_snapshot(path)
+    return {**_arrays_of(cols), **_replay_arrays(Snapshot(cols, source=path))[0]}
+
+
 def load_snapshot(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None) -> Snapshot:
     """Load one allocator snapshot (``torch.cuda.memory._dump_snapshot``'s pickle, plain or
     .gz) as a Snapshot, from the on-disk cache when it holds this version of the file.
@@ -117,11 +155,13 @@ def load_snapshot(path: str | os.PathLike, *, cache: bool = True, cache_dir: str
             size, mtime = stat_key(path)
             key = _cache.CacheKey(source, size, mtime, f"snapshot:{_SCHEMA_DIGEST}", CACHE_VERSION, part=_PART)
             entry_file = _cache.entry_path(f"{source}#{_PART}", cache_dir)
-            hit = _cache.read_entry(entry_file, key, on_damage=lambda: _arrays_of(read_snapshot(path)))
+            hit = _cache.read_entry(entry_file, key, on_damage=lambda: _fresh_arrays(path))
         except (OSError, ValueError):
             key = hit = None
-        if hit is not None and _check(hit.arrays, len(hit.strings)):
+        replays = _replays_from(hit.arrays, hit.meta.get("replay") or {}) if hit is not None else None
+        if hit is not None and replays is not None and _check(hit.arrays, len(hit.strings)):
             snap = Snapshot(_Columns(hit.arrays, hit.strings, hit.meta), source=path)
+            snap._hist.update(replays)
             snap.cache_path = entry_file
             snap.load_seconds = time.perf_counter() - t0
             return snap
@@ -129,8 +169,9 @@ def load_snapshot(path: str | os.PathLike, *, cache: bool = True, cache_dir: str
     snap = Snapshot(cols, source=path)
     snap.cache_path = None
     if key is not None:
-        meta = {"extras": _plain(cols.extras), "n_devices": int(cols.n_devices)}
-        if _cache.write_entry(entry_file, key, _arrays_of(cols), list(cols.strings), None, meta):
+        replay, replay_meta = _replay_arrays(snap)
+        meta = {"extras": _plain(cols.extras), "n_devices": int(cols.n_devices), "replay": replay_meta}
+        if _cache.write_entry(entry_file, key, {**_arrays_of(cols), **replay}, list(cols.strings), None, meta):
             snap.cache_path = entry_file
     snap.load_seconds = time.perf_counter() - t0
     return snap

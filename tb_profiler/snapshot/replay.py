@@ -120,53 +120,58 @@ def position_at(h: DeviceHistory, time_us: int) -> int:
     return int(np.searchsorted(mono, int(time_us), side="right")) - 1
 
 
-def _dense_key(addr_a: np.ndarray, pos_a: np.ndarray, addr_b: np.ndarray, pos_b: np.ndarray, n: int):
-    """Sortable int64 keys (address rank, position) for two sets of (address, position)."""
-    _, inv = np.unique(np.concatenate([addr_a, addr_b]), return_inverse=True)
-    key = inv.astype(np.int64) * (n + 2) + np.concatenate([pos_a, pos_b]) + 1
-    return key[:len(addr_a)], key[len(addr_a):]
+def _running_max(x: np.ndarray) -> np.ndarray:
+    """x[i] -> max(x[:i]) (-1 for none): the last marked index strictly before each one."""
+    out = np.full(len(x), -1, dtype=np.int64)
+    if len(x) > 1:
+        out[1:] = np.maximum.accumulate(x[:-1])
+    return out
 
 
 def _pair(act: np.ndarray, addr: np.ndarray, n: int):
-    """Allocs paired with frees: (alloc positions, their end), (unmatched free positions),
-    addresses whose last alloc/free is an alloc (live at the end)."""
-    a_pos, f_pos = np.flatnonzero(act == A_ALLOC), np.flatnonzero(act == A_FREE)
-    pos = np.concatenate([a_pos, f_pos])
-    typ = np.concatenate([np.zeros(len(a_pos), np.int8), np.ones(len(f_pos), np.int8)])
-    ad = addr[pos]
-    order = np.lexsort((pos, ad))
-    ps, ts, asr = pos[order], typ[order], ad[order]
-    prev_alloc = np.zeros(len(ps), bool)
-    if len(ps) > 1:
-        prev_alloc[1:] = (asr[1:] == asr[:-1]) & (ts[:-1] == 0)
-    matched = np.flatnonzero((ts == 1) & prev_alloc)
-    end = np.full(len(ps), n, dtype=np.int64)
-    end[matched - 1] = ps[matched]
-    is_alloc = ts == 0
-    last = np.ones(len(ps), bool)
-    if len(ps) > 1:
-        last[:-1] = asr[:-1] != asr[1:]
-    live_addrs = asr[last & is_alloc]
-    return ps[is_alloc], end[is_alloc], ps[(ts == 1) & ~prev_alloc], live_addrs
-
-
-def _pending(act, addr, el_addr, el_start, el_end, n) -> np.ndarray:
-    """Position of the last free_requested at an element's address before its end and
-    after its start (n when there is none: never pending)."""
-    fr = np.flatnonzero(act == A_FREE_REQ)
-    out = np.full(len(el_addr), n, dtype=np.int64)
-    if not len(fr) or not len(el_addr):
-        return out
-    fr_key, q_key = _dense_key(addr[fr], fr, el_addr, el_end, n)
-    order = np.argsort(fr_key, kind="stable")
-    fr_key, fr_pos = fr_key[order], fr[order]
-    i = np.searchsorted(fr_key, q_key, side="left") - 1
-    ok = i >= 0
-    ic = np.clip(i, 0, None)
-    # same address: the key's address rank part equal; after the start
-    same = ok & ((fr_key[ic] // (n + 2)) == (q_key // (n + 2))) & (fr_pos[ic] > el_start)
-    out[same] = fr_pos[ic][same]
-    return out
+    """One stable sort of the alloc / free_requested / free_completed entries by address
+    (entries in order within an address). Each free_completed is matched with the alloc
+    or free right before it at its address (free_requested skipped): an alloc there makes
+    a pair, anything else leaves the free unmatched (allocated before the history). Returns
+    (alloc positions, their end, their pending-from), (unmatched free positions, their
+    pending-from), and the addresses whose last alloc/free is an alloc (live at the end).
+    Pending-from: the last free_requested between the two (n: none)."""
+    ev = np.flatnonzero((act == A_ALLOC) | (act == A_FREE) | (act == A_FREE_REQ))
+    order = np.argsort(addr[ev], kind="stable")
+    ps = ev[order]
+    ty, asr = act[ps], addr[ps]
+    m = len(ps)
+    idx = np.arange(m)
+    new_group = np.ones(m, bool)
+    new_group[1:] = asr[1:] != asr[:-1]
+    gs = np.maximum.accumulate(np.where(new_group, idx, 0)) if m else idx
+    is_fr = ty == A_FREE_REQ
+    prev_af = _running_max(np.where(is_fr, -1, idx))           # the previous alloc/free
+    prev_af = np.where(prev_af >= gs, prev_af, -1)               # ... at the same address
+    prev_fr = _running_max(np.where(is_fr, idx, -1))
+    is_free, is_alloc = ty == A_FREE, ty == A_ALLOC
+    matched = is_free & (prev_af >= 0) & (ty[np.maximum(prev_af, 0)] == A_ALLOC)
+    end = np.full(m, n, dtype=np.int64)
+    mi = np.flatnonzero(matched)
+    end[prev_af[mi]] = ps[mi]
+    # pending: a free's last free_requested after the previous alloc/free at its address
+    fr_before = np.where((prev_fr > prev_af) & (prev_fr >= gs), prev_fr, -1)
+    pend_sorted = np.where(fr_before >= 0, ps[np.maximum(fr_before, 0)], n)
+    pending = np.full(m, n, dtype=np.int64)
+    pending[prev_af[mi]] = pend_sorted[mi]
+    # the last alloc/free of each address, and the last free_requested after it
+    last_in_group = np.ones(m, bool)
+    last_in_group[:-1] = new_group[1:]
+    ge_idx = np.flatnonzero(last_in_group)
+    last_af = np.where(is_fr[ge_idx], prev_af[ge_idx], ge_idx)
+    live = last_af >= 0
+    live &= is_alloc[np.maximum(last_af, 0)]
+    live_idx = last_af[live]
+    fr_after = np.where(is_fr[ge_idx], ge_idx, -1)[live]  # the address's last entry when it is one
+    pending[live_idx] = np.where(fr_after > live_idx, ps[np.maximum(fr_after, 0)], n)
+    unmatched = is_free & ~matched
+    return (ps[is_alloc], end[is_alloc], pending[is_alloc], ps[unmatched], pend_sorted[unmatched],
+            asr[live_idx])
 
 
 def device_history(cols, device: int) -> DeviceHistory:
@@ -174,10 +179,12 @@ def device_history(cols, device: int) -> DeviceHistory:
     hist = cols.tables["history"]
     rows = np.flatnonzero(hist["device"] == device)
     n = len(rows)
-    act, addr, size = hist["action"][rows], hist["addr"][rows], hist["size"][rows]
-    stream, stack = hist["stream"][rows], hist["stack"][rows]
-    times, has_time = _times(hist["time_us"][rows])
-    a_pos, a_end, uf_pos, live_addrs = _pair(act, addr, n)
+    # the schema keeps a device's rows together: slices (views) then, not copies
+    sel = slice(int(rows[0]), int(rows[-1]) + 1) if n and int(rows[-1]) - int(rows[0]) + 1 == n else rows
+    act, addr, size = hist["action"][sel], hist["addr"][sel], hist["size"][sel]
+    stream, stack = hist["stream"][sel], hist["stack"][sel]
+    times, has_time = _times(hist["time_us"][sel])
+    a_pos, a_end, a_pend, uf_pos, uf_pend, live_addrs = _pair(act, addr, n)
 
     blk = end_blocks(cols, device)
     active = (blk["state"] == S_ALLOCATED) | (blk["state"] == S_PENDING)
@@ -192,9 +199,8 @@ def device_history(cols, device: int) -> DeviceHistory:
     el_start = np.concatenate([a_pos, np.full(len(uf_pos) + nb, -1, np.int64)]).astype(np.int64)
     el_end = np.concatenate([a_end, uf_pos, np.full(nb, n, np.int64)]).astype(np.int64)
     in_tl = np.concatenate([np.ones(len(a_pos) + len(uf_pos), bool), blk["state"][k] == S_ALLOCATED])
-    pending = _pending(act, addr, el_addr, el_start, el_end, n)
-    end_pending = np.flatnonzero(~in_tl)  # pending at the snapshot's end since before the history
-    pending[end_pending] = np.minimum(pending[end_pending], -1)
+    # an end block pending since before the history: pending from -1; active_allocated: never
+    pending = np.concatenate([a_pend, uf_pend, np.where(blk["state"][k] == S_PENDING, -1, n)]).astype(np.int64)
 
     sizes = np.where(el_size == MISSING, 0, el_size).astype(np.int64)
     delta = np.zeros(n, dtype=np.int64)
