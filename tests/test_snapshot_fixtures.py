@@ -177,3 +177,39 @@ def test_write_round_trips(tmp_path, snaps, protocol, suffix):
     data = gzip.decompress(data) if suffix.endswith(".gz") else data
     assert data[:2] == bytes([0x80, protocol])
     assert pickle.loads(data) == snaps["cuda_oom"]
+
+
+def _unframed(data: bytes) -> bytes:
+    """The opcodes of a protocol-4 pickle with its FRAME headers taken out."""
+    import struct
+    body, i = bytearray(data[:2]), 2
+    while i < len(data) and data[i] == 0x95:
+        n = struct.unpack("<Q", data[i + 1:i + 9])[0]
+        body += data[i + 9:i + 9 + n]
+        i += 9 + n
+    assert i == len(data)
+    return bytes(body)
+
+
+@pytest.mark.parametrize("mode", ["torch", "shared", "inline"])
+def test_make_snapshot_streams_what_pickle_writes(tmp_path, mode):
+    """benchmarks/make_snapshot.py's streamed file loads as its dict builder's snapshot, and
+    its opcodes are CPython's pickle.dumps of that dict byte for byte (frames aside)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import make_snapshot as ms
+    kw = dict(devices=2, streams=2, slots_per_stream=12, n_stacks=60, frames_mode=mode, body_steps=20)
+    path = tmp_path / "s.pickle"
+    ms.write(path, ms.make_plan(**kw))
+    data = path.read_bytes()
+    want = ms.build(ms.make_plan(**kw))
+    assert pickle.loads(data) == want
+    assert _unframed(data) == _unframed(pickle.dumps(want, protocol=4))
+    assert _memory_viz.segsum(want) and _memory_viz.trace(want)
+    for dev in range(2):
+        live, mapped = _replay(want, dev)
+        segs = [s for s in want["segments"] if s["device"] == dev]
+        assert mapped == {s["address"]: s["total_size"] for s in segs}
+        assert live == {b["address"]: b["requested_size"] for s in segs for b in s["blocks"]
+                        if b["state"] != "inactive"}
