@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
