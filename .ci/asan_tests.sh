@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The decoder tests (tests/test_decode_*.py) against an AddressSanitizer + UBSan build of the
+# The decoder tests (tests/test_decode_*.py, and the snapshot reader's tests/test_snapshot_reader.py) against an AddressSanitizer + UBSan build of the
 # native decoder. The build goes into a temporary copy of the package, so the normal in-place
 # build (tb_profiler/_native*.so) is left alone. Exits non-zero on any test failure and on any
 # sanitizer report (in pytest or in the fuzz worker subprocesses).
@@ -62,6 +62,7 @@ status=0
   "$ROOT/tests/test_decode_fuzz.py" \
   "$ROOT/tests/test_decode_parallel.py" \
   "$ROOT/tests/test_decode_keep_input.py" \
+  "$ROOT/tests/test_snapshot_reader.py" \
   "$@" || status=$?
 pytest_status=$status
 

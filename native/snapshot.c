@@ -876,9 +876,13 @@ static const uint8_t *decimal_line(reader *r, size_t at, int allow_minus, size_t
     size_t n = (size_t)(nl - p), i = allow_minus && n && p[0] == '-';
     if (n == i || n - i > 18)
         fail(r, E_ERROR, at, "a text opcode's number is not plain decimal");
+    size_t d0 = i;
     for (; i < n; i++)
         if (p[i] < '0' || p[i] > '9')
             fail(r, E_ERROR, at, "a text opcode's number is not plain decimal");
+    /* INT's text is read by strtol(base 0): a leading zero is octal, so only 0, 00, 01 */
+    if (allow_minus && p[d0] == '0' && n - d0 > 1 && !(d0 == 0 && n == 2 && p[1] <= '1'))
+        fail(r, E_ERROR, at, "a text opcode's number is not plain decimal");
     r->pos += n + 1;
     *len = n;
     return p;
@@ -956,8 +960,12 @@ static const struct { uint8_t op; const char *name; } FORBIDDEN[] = {
 /* returns at STOP with the snapshot dict on top */
 static void run(reader *r)
 {
-    for (;;) {
-        size_t at = r->pos;
+    size_t frame_end = 0, at = 0;
+    for (;; ) {
+        /* frames as pickle's spec has them: no opcode straddles a frame's end */
+        if (at < frame_end && r->pos > frame_end)
+            fail(r, E_ERROR, at, "an opcode crosses the end of its frame");
+        at = r->pos;
         uint8_t op = *take(r, 1);
         size_t n, first;
         switch (op) {
@@ -966,8 +974,12 @@ static void run(reader *r)
                 fail(r, E_ERROR, at, "unsupported pickle protocol %d", r->buf[at + 1]);
             break;
         case 0x95: /* FRAME */
-            if (le(take(r, 8), 8) > r->len - r->pos)
+            if (at < frame_end)
+                fail(r, E_ERROR, at, "an opcode crosses the end of its frame");
+            n = (size_t)le(take(r, 8), 8);
+            if (n > r->len - r->pos)
                 fail(r, E_ERROR, r->len, "the pickle is truncated (a frame runs past its end)");
+            frame_end = r->pos + n;
             break;
         case '}': push_container(r, at, T_DICT); break;
         case ']': push_container(r, at, T_LIST); break;
@@ -1086,6 +1098,8 @@ static void run(reader *r)
         case 'j': memo_get(r, at, le(take(r, 4), 4)); break;
         case 'g': { const uint8_t *p = decimal_line(r, at + 1, 0, &n); memo_get(r, at, (uint64_t)parse_dec(p, n)); break; }
         case '.': /* STOP */
+            if (at < frame_end && r->pos > frame_end)
+                fail(r, E_ERROR, at, "an opcode crosses the end of its frame");
             need_items(r, at, 1);
             for (size_t i = 0; i + 1 < r->nst; i++)
                 if (structural(r->st[i].role) && !r->st[i].alias)

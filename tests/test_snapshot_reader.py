@@ -159,3 +159,148 @@ def test_reference_matches_the_dicts(real_snapshots):
         blocks = [b for s in snap["segments"] for b in s["blocks"]]
         assert r["blocks.size"] == [b["size"] for b in blocks], name
         assert r["segments.total_size"] == [s["total_size"] for s in snap["segments"]], name
+
+
+# -- the native streaming reader against the reference ------------------------------------------
+
+native = pytest.mark.skipif(not N.available(), reason="tb_profiler._native is not built")
+
+
+def _both(data: bytes, path: str = "d.pickle"):
+    """(reference result or its error, strict native result or its error)."""
+    out = []
+    for read in (read_snapshot_reference, lambda d, p: N.read_snapshot_native(d, p, fallback=False)):
+        try:
+            out.append(read(data, path))
+        except TraceFormatError as e:
+            out.append(e)
+    return out
+
+
+def _assert_same(data: bytes, strict: bool = True):
+    ref, nat = _both(data)
+    assert not isinstance(ref, Exception), ref
+    if not strict and isinstance(nat, N.NativeUnsupported):
+        nat = N.read_snapshot_native(data, "d.pickle")
+    assert not isinstance(nat, Exception), nat
+    check_layout(nat)
+    assert equal(ref, nat), diff(ref, nat)
+
+
+@native
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_native_equals_reference_on_real_snapshots(real_snapshots, protocol):
+    for name, snap in real_snapshots.items():
+        _assert_same(pickle.dumps(snap, protocol=protocol))
+
+
+@native
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+@pytest.mark.parametrize("shared", [True, False])
+def test_native_equals_reference_on_hand_built(protocol, shared):
+    _assert_same(pickle.dumps(hand_built(shared), protocol=protocol))
+
+
+def _batched(n_entries: int, n_frames: int) -> dict:
+    """Lists at pickle's batch edges (1000 items a SETITEMS / APPENDS), a recursive stack
+    (one frame dict twice in a list), single-item and empty lists and dicts."""
+    f = {"filename": "r.py", "line": 1, "name": "rec"}
+    deep = [dict(filename="d.py", line=i, name="d") for i in range(n_frames)]
+    entries = [{"action": "alloc", "addr": i, "size": 512 * i, "frames": deep if i == 0 else [f, f] if i % 2 else []}
+               for i in range(n_entries)]
+    return {"segments": [{"blocks": [{"size": 1}]}, {"blocks": []}, {}],
+            "device_traces": [[], entries, [{"action": "oom"}], [{}]],
+            "allocator_settings": {"one": 1}, "external_annotations": []}
+
+
+@native
+@pytest.mark.parametrize("n_entries, n_frames", [(999, 1), (1000, 1000), (1001, 1001), (2001, 0)])
+def test_native_batches_recursion_and_single_items(n_entries, n_frames):
+    for protocol in (2, 4, 5):
+        _assert_same(pickle.dumps(_batched(n_entries, n_frames), protocol=protocol))
+
+
+# hand-written pickles: the text opcodes kept (INT, PUT, GET), DUP, POP, POP_MARK, big ints
+_CRAFTED = [
+    b"\x80\x02}p0\n(X\x08\x00\x00\x00segments]p1\n}(X\x04\x00\x00\x00sizeI77\nX\x06\x00\x00\x00deviceI01\nu"
+    b"aX\x0d\x00\x00\x00device_traces]g1\n0u.",
+    b"\x80\x04}(\x8c\x08segments](}(\x8c\x07address\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00"
+    b"\x8c\x06stream\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01\x8c\x0atotal_size\x8a\x01\xffu}2e"
+    b"(K\x01K\x021\x8c\x0bignored_key\x8c\x03abcu.",
+]
+
+
+@native
+@pytest.mark.parametrize("data", _CRAFTED)
+def test_native_equals_reference_on_crafted_opcodes(data):
+    ref, nat = _both(data)
+    if isinstance(nat, N.NativeUnsupported):   # a DUP'd segment: the reference reads it
+        nat = N.read_snapshot_native(data, "d.pickle")
+    assert not isinstance(ref, Exception) and not isinstance(nat, Exception), (ref, nat)
+    assert equal(ref, nat), diff(ref, nat)
+
+
+@native
+def test_native_hands_other_layouts_to_the_reference():
+    e = {"action": "alloc", "addr": 1, "size": 2}
+    shared_entry = {"device_traces": [[e, e]], "segments": []}
+    data = pickle.dumps(shared_entry)
+    with pytest.raises(N.NativeUnsupported, match="d.pickle.*shared.*at byte"):
+        N.read_snapshot_native(data, "d.pickle", fallback=False)
+    _assert_same(data, strict=False)
+    assert N.read_snapshot_native(data, "d.pickle").n_rows("history") == 2
+
+
+def _mutants(seeds: list[bytes], n: int, rng: random.Random):
+    for _ in range(n):
+        d = bytearray(rng.choice(seeds))
+        if rng.random() < 0.2:
+            yield bytes(d[:rng.randrange(len(d))])
+            continue
+        for _ in range(rng.randint(1, 3)):
+            i, m = rng.randrange(len(d)), rng.random()
+            if m < 0.5:
+                d[i] = rng.randrange(256)
+            elif m < 0.7:
+                del d[i]
+            elif m < 0.85:
+                d.insert(i, rng.randrange(256))
+            else:
+                j = rng.randrange(len(d))
+                d[i:i] = d[j:j + rng.randint(1, 20)]
+        yield bytes(d)
+
+
+@native
+def test_native_fuzz_equal_or_both_refuse():
+    """Damaged pickles: never a crash; the strict native reader either equals the reference,
+    or refuses what the reference refuses, or (only where the reference reads it) says the
+    layout is not one it follows -- and then the wrapper's fallback gives the reference's result."""
+    seeds = [pickle.dumps(hand_built(s), protocol=p) for s in (True, False) for p in (2, 4, 5)]
+    seeds.append(pickle.dumps(_batched(5, 3), protocol=4))
+    counts = collections.Counter()
+    for data in _mutants(seeds, 400, random.Random(20)):
+        ref, nat = _both(data)
+        if isinstance(ref, Exception):
+            assert isinstance(nat, TraceFormatError), "the native reader read what the reference refuses"
+            counts["both refuse"] += 1
+        elif isinstance(nat, N.NativeUnsupported):
+            assert equal(N.read_snapshot_native(data, "d.pickle"), ref)
+            counts["fallback"] += 1
+        else:
+            assert not isinstance(nat, Exception), nat
+            assert equal(ref, nat), diff(ref, nat)
+            counts["equal"] += 1
+    assert counts["equal"] >= 10 and counts["both refuse"] >= 100, counts
+
+
+@native
+def test_native_error_names_file_offset_and_problem():
+    data = pickle.dumps(hand_built(), protocol=4)
+    with pytest.raises(TraceFormatError, match=r"cut.pickle: .*truncated.* at byte \d+"):
+        N.read_snapshot_native(data[:len(data) // 2], "cut.pickle")
+    bad = data.replace(b"train", b"tr\xffin", 1)
+    with pytest.raises(TraceFormatError, match=r"u.pickle: .*UTF-8 at byte \d+"):
+        N.read_snapshot_native(bad, "u.pickle")
+    with pytest.raises(TraceFormatError, match="u.pickle"):
+        read_snapshot_reference(bad, "u.pickle")

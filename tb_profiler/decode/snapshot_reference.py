@@ -35,7 +35,8 @@ ALLOWED = frozenset({
 })
 # the text opcodes kept (INT, PUT, GET) must hold plain decimal text (pickle itself also
 # takes "0x1f", " 7", "1_0"; the native reader does not, so neither does the reference)
-_DECIMAL = {"INT": re.compile(rb"(?:-?[0-9]+)\n"), "PUT": re.compile(rb"[0-9]+\n"), "GET": re.compile(rb"[0-9]+\n")}
+_DECIMAL = {"INT": re.compile(rb"(?:-?(?:0|[1-9][0-9]{0,17})|00|01)\n"), "PUT": re.compile(rb"[0-9]{1,18}\n"),
+            "GET": re.compile(rb"[0-9]{1,18}\n")}
 _INT64_MIN, _UINT64_END = -(1 << 63), 1 << 64
 
 
@@ -54,16 +55,29 @@ class _Refusing(pickle.Unpickler):
 
 
 def check_opcodes(data: bytes, path: str) -> None:
-    """Raises TraceFormatError at the first opcode not in ALLOWED (or malformed)."""
+    """Raises TraceFormatError at the first opcode not in ALLOWED, or malformed, or crossing
+    the end of its frame (pickle's spec: no opcode straddles a frame; Python's unpicklers
+    disagree on such input, so neither reader takes it)."""
+    frame_end = 0
+    prev = None  # (name, pos) of the opcode before: it ends where the next one starts
     try:
-        for op, _arg, pos in pickletools.genops(data):
+        for op, arg, pos in pickletools.genops(data):
+            if prev and prev[1] < frame_end and pos > frame_end:
+                raise _fail(path, "an opcode crosses the end of its frame", prev[1])
+            if op.name == "FRAME":
+                if pos < frame_end:
+                    raise _fail(path, "an opcode crosses the end of its frame", pos)
+                frame_end = pos + 9 + arg
             if op.name not in ALLOWED:
                 raise _fail(path, f"the pickle uses the opcode {op.name}, which could run code or build "
                                   "something other than plain dicts, lists, strings and numbers", pos)
             if op.name in _DECIMAL and not _DECIMAL[op.name].fullmatch(data, pos + 1, data.index(b"\n", pos + 1) + 1):
                 raise _fail(path, f"the {op.name} opcode's text is not a plain decimal number", pos)
             if op.name == "STOP":
+                if pos < frame_end < pos + 1:
+                    raise _fail(path, "an opcode crosses the end of its frame", pos)
                 return
+            prev = (op.name, pos)
     except TraceFormatError:
         raise
     except Exception as e:  # noqa: BLE001 - pickletools raises ValueError and others on damage
