@@ -27,6 +27,10 @@ ANALYSES = {
     "annotations": "t.annotations()", "roofline": "t.roofline()", "step_outliers": "t.step_outliers()",
     "critical_path": "t.critical_path()", "range_whole": "t.range_stats(lo, hi + 1)",
     "range_10ms": "t.range_stats(lo + (hi - lo) // 2, lo + (hi - lo) // 2 + 10_000_000)",
+    # issue 19: the trust report, compiled kernels, graph replays, device counters, overhead
+    "integrity": "t.integrity()", "compiled_kernels": "t.compiled_kernels()", "graphs": "t.graphs()",
+    "kernel_counters": "__import__('tb_profiler.analysis.hw_counters', fromlist=['x']).kernel_counters(t)",
+    "overhead": "__import__('tb_profiler.analysis.overhead', fromlist=['x']).profiler_overhead(t)",
 }
 
 _CHILD = r"""

@@ -159,11 +159,24 @@ def test_trace_raw_is_never_torn(tmp_path):
 
 
 
-def test_trace_raw_of_a_file_caught_empty_while_rewritten_says_it_is_being_written(tmp_path):
+def test_trace_raw_of_a_file_caught_empty_while_rewritten_says_it_is_being_written(tmp_path, monkeypatch):
     """The loader read the file at the instant a rewrite had truncated it ("empty file": the
     entry failed).  While the file is still being written, trace/raw answers 409, not the
     stale reason of that failed read (a fresh-clone CI run saw a 404 "empty file"); once
-    it has settled, the 404 with the reason."""
+    it has settled, the 404 with the reason.  The server loads a one-worker run as soon as
+    it is found, so its loads wait until the test has truncated the file (else on a busy
+    machine the loader may read the whole file first, and there is no failed read)."""
+    import threading
+
+    import tb_profiler.trace as trace_pkg
+
+    truncated, real_load = threading.Event(), trace_pkg.load
+
+    def load_after_the_truncation(*args, **kw):
+        truncated.wait(60)
+        return real_load(*args, **kw)
+
+    monkeypatch.setattr(trace_pkg, "load", load_after_the_truncation)
     (tmp_path / "log" / RUN).mkdir(parents=True)
     target = tmp_path / "log" / RUN / "w0.pt.trace.json"
     target.write_bytes(gzip.decompress(TENSORLIST_OPS.read_bytes()))
@@ -173,6 +186,7 @@ def test_trace_raw_of_a_file_caught_empty_while_rewritten_says_it_is_being_writt
     try:
         assert state.wait_scanned(30)
         target.write_bytes(b"")  # found whole, then truncated by a rewrite before its first load
+        truncated.set()
         url = P + f"trace/raw?run={RUN}&worker=w0"
         deadline = time.monotonic() + 60
         while True:

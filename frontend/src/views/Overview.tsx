@@ -154,10 +154,10 @@ export function OverviewView({ sel, dark }: ViewProps) {
             <Section title="Step time breakdown, per step">
               <BreakdownCharts data={d} dark={dark} />
             </Section>
-            <Section title={<>Step time <Caveat sel={sel} figure="step_time" /></>}>
+            <Section title="Step time" actions={<Caveat sel={sel} figure="step_time" />}>
               <StepTimeSection sel={sel} dark={dark} labels={d.breakdown.labels} />
             </Section>
-            <Section title={<>{dw} idle time <Caveat sel={sel} figure="idle" /></>}>
+            <Section title={`${dw} idle time`} actions={<Caveat sel={sel} figure="idle" />}>
               <IdleTimeSection sel={sel} dark={dark} deviceWord={dw} />
             </Section>
             <Section title="Critical path">
