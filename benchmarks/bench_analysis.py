@@ -20,7 +20,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bigtrace import DEFAULT_SEED, build_trace  # benchmarks/, the script's folder

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import shutil
-import time
 
 import numpy as np
 import pandas as pd
@@ -28,6 +27,7 @@ from tb_profiler.analysis import provenance as prov
 from tb_profiler.analysis.compiled import COMPILED_COLUMNS
 from tb_profiler.plugin.app import ProfilerApp
 from tb_profiler.plugin.state import ProfilerState
+from app_client import get
 
 FIXTURE_DIR = DATA / "compiled" / "run"
 FIXTURE = FIXTURE_DIR / "worker0.1.pt.trace.json.gz"
@@ -86,16 +86,6 @@ def client(tmp_path_factory, cpu_compiled):
     state.stop()
 
 
-def get(client, route, expect=200, timeout=60.0):
-    end = time.monotonic() + timeout
-    while True:
-        r = client.get(P + route)
-        if r.status_code != 202:
-            break
-        assert time.monotonic() < end, route
-        time.sleep(0.1)
-    assert r.status_code == expect, (route, r.status_code, r.get_data()[:300])
-    return json.loads(r.get_data())
 
 
 def test_the_committed_fixture_is_the_generators_output():

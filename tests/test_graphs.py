@@ -23,6 +23,7 @@ from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.plugin.app import ProfilerApp
 from tb_profiler.plugin.state import ProfilerState
 from tb_profiler.trace import load
+from app_client import get as _get
 
 REPLAY = fx.DATA / "replay.pt.trace.json.gz"
 ANNOTATED = fx.DATA / "annotated.pt.trace.json.gz"
@@ -236,16 +237,6 @@ def _first_run(client) -> str:
         time.sleep(0.1)
 
 
-def _get(client, route, timeout=60.0):
-    end = time.monotonic() + timeout
-    while True:
-        r = client.get(P + route)
-        if r.status_code != 202:
-            break
-        assert time.monotonic() < end, route
-        time.sleep(0.1)
-    assert r.status_code == 200, (route, r.status_code, r.get_data()[:300])
-    return json.loads(r.get_data())
 
 
 def test_the_graphs_route(logdir, tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import pytest
 from datafiles import V100_TRACE
@@ -16,6 +15,7 @@ from tb_profiler.analysis.jsonable import to_jsonable
 from tb_profiler.plugin import views
 from tb_profiler.plugin.app import ProfilerApp
 from tb_profiler.plugin.state import ProfilerState
+from app_client import get
 
 P = "/data/plugin/pytorch_profiler/"
 RUN = "?run=v100"
@@ -37,16 +37,6 @@ def trace():
     return tb_profiler.load(V100_TRACE, cache=False)
 
 
-def get(client, route, expect=200, timeout=60.0):
-    end = time.monotonic() + timeout
-    while True:
-        r = client.get(P + route)
-        if r.status_code != 202:
-            break
-        assert time.monotonic() < end, route
-        time.sleep(0.1)
-    assert r.status_code == expect, (route, r.status_code, r.get_data()[:300])
-    return json.loads(r.get_data())
 
 
 def test_step_outliers_route_is_the_api(client, trace):

@@ -182,7 +182,7 @@ def test_a_name_discovery_did_not_list_is_refused(client, logdir, name):
     r = get(client, f"snapshot/summary?run={RUN}&snapshot={name}")
     assert r.status_code == 404, r.get_data()[:300]
     assert "has no memory snapshot" in r.get_json()["error"]
-    assert get(client, f"snapshot/summary?run=nope&snapshot=basic.pickle").status_code == 404
+    assert get(client, "snapshot/summary?run=nope&snapshot=basic.pickle").status_code == 404
     assert get(client, f"snapshot/summary?run={RUN}").status_code == 400  # snapshot is required
 
 

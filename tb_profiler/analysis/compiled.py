@@ -37,7 +37,6 @@ import pandas as pd
 from tb_profiler.analysis.links import NO_ROW, host_parent, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.shared import compute, name_map
-from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.arg_values import arg_numbers, arg_strings
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import Role

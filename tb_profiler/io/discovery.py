@@ -214,6 +214,7 @@ def is_companion(name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in COMPANION_PATTERNS)
 
 
+_UNREAD = object()  # a file whose head could not be read (_Collector._sniffed)
 EMPTY = "empty file (0 bytes): the profiler probably crashed or was killed while writing it"
 UNREADABLE = "permission denied: this process cannot read the file"
 NOT_REGULAR = "not a regular file"
@@ -304,18 +305,24 @@ class _Collector:
         if size == 0:
             self.skip(path, EMPTY)
             return
-        try:
-            found = sniff_snapshot(path, size, mtime, tag)
-        except INFLATE_ERRORS as e:
-            self.skip(path, f"not a readable gzip file: {e}")
-            return
-        except OSError as e:
-            self.skip(path, f"cannot be read: {e.strerror or e}")
+        found = self._sniffed(sniff_snapshot, path, size, mtime, tag)
+        if found is _UNREAD:
             return
         if found:
             self.snapshots.setdefault(rel_dir, []).append(SnapshotFile(name, path, size, mtime, tag))
         else:
             self.skip(path, NOT_SNAPSHOT)
+
+    def _sniffed(self, sniffer, path: str, size: int, mtime: float, tag: str):
+        """sniffer(path, size, mtime, tag) (a look at the file's head), or _UNREAD once the
+        file is in the skipped list with why its head could not be read."""
+        try:
+            return sniffer(path, size, mtime, tag)
+        except INFLATE_ERRORS as e:
+            self.skip(path, f"not a readable gzip file: {e}")
+        except OSError as e:
+            self.skip(path, f"cannot be read: {e.strerror or e}")
+        return _UNREAD
 
     def _trace(self, rel_dir: str, dir_path: str, name: str, path: str, size: int, mtime: float, tag: str) -> None:
         self.folders.setdefault(rel_dir, (dir_path, []))[1].append((name, path, size, mtime, tag))
@@ -326,13 +333,8 @@ class _Collector:
         if size == 0:
             self.other_json.setdefault(rel_dir, []).append(SkippedFile(path, EMPTY))
             return
-        try:
-            found = sniff(path, size, mtime, tag)
-        except INFLATE_ERRORS as e:
-            self.skip(path, f"not a readable gzip file: {e}")
-            return
-        except OSError as e:
-            self.skip(path, f"cannot be read: {e.strerror or e}")
+        found = self._sniffed(sniff, path, size, mtime, tag)
+        if found is _UNREAD:
             return
         if found.trace:
             self._trace(rel_dir, dir_path, name, path, size, mtime, tag)

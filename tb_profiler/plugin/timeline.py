@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tb_profiler.analysis.gpu import device_ids
 from tb_profiler.analysis.intervals import merge_intervals
