@@ -25,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "snapshot_tables.h"
 
@@ -90,6 +93,8 @@ typedef struct {
     sn_out out;
     slot *st;
     size_t nst, st_cap;
+    size_t *marks; /* stack indexes of the MARKs */
+    size_t nmarks, marks_cap;
     memo_e *memo;
     size_t nmemo, memo_cap, memo_max;
     int64_t *pairs; /* memoized pair tuples: a, b */
@@ -213,10 +218,21 @@ static slot *push(reader *r, int type)
 /* the index of the last MARK (pickle's fence), or -1 */
 static int64_t last_mark(reader *r)
 {
-    for (int64_t i = (int64_t)r->nst - 1; i >= 0; i--)
-        if (r->st[i].type == T_MARK)
-            return i;
-    return -1;
+    return r->nmarks ? (int64_t)r->marks[r->nmarks - 1] : -1;
+}
+
+static void push_mark(reader *r)
+{
+    r->marks = grow(r, r->marks, &r->marks_cap, r->nmarks + 1, sizeof(size_t));
+    r->marks[r->nmarks++] = r->nst;
+    push(r, T_MARK);
+}
+
+/* removes the last MARK, which is on top of the stack */
+static void pop_mark(reader *r)
+{
+    r->nst--;
+    r->nmarks--;
 }
 
 /* the number of items above the fence */
@@ -284,26 +300,29 @@ static int single_form_candidate(const slot *s) { return s->n == 0 || s->n % BAT
 static int guess_role(reader *r, int type, int64_t *parent)
 {
     *parent = -1;
-    int64_t top = (int64_t)r->nst - 1;
-    for (int64_t i = top; i >= 0; i--) {
-        slot *s = &r->st[i];
-        if (s->type == T_MARK) {
-            slot *p = i > 0 ? &r->st[i - 1] : NULL;
-            if (!p || (p->type != T_DICT && p->type != T_LIST))
-                return R_IGNORE; /* a tuple's items */
-            *parent = i - 1;
-            if (p->type == T_DICT)
-                return (top - i) % 2 ? child_role(p, &r->st[top], type) : R_IGNORE;
-            return child_role(p, NULL, type);
-        }
-        if (s->type == T_DICT && i == top - 1 && r->st[top].type == T_STR && single_form_candidate(s)) {
-            *parent = i;
-            return child_role(s, &r->st[top], type);
-        }
-        if (s->type == T_LIST && i == top && single_form_candidate(s) && accepts(s->role, type)) {
-            *parent = i;
+    int64_t top = (int64_t)r->nst - 1, m = last_mark(r);
+    /* the container just under the new one (single APPEND / SETITEM form), unless a MARK
+     * is nearer; else the container under the last MARK */
+    if (top >= 0 && top > m) {
+        slot *s = &r->st[top];
+        if (s->type == T_LIST && single_form_candidate(s) && accepts(s->role, type)) {
+            *parent = top;
             return child_role(s, NULL, type);
         }
+        slot *d = top - 1 > m ? &r->st[top - 1] : NULL;
+        if (d && d->type == T_DICT && s->type == T_STR && single_form_candidate(d)) {
+            *parent = top - 1;
+            return child_role(d, s, type);
+        }
+    }
+    if (m >= 0) {
+        slot *p = m > 0 ? &r->st[m - 1] : NULL;
+        if (!p || (p->type != T_DICT && p->type != T_LIST))
+            return R_IGNORE; /* a tuple's items */
+        *parent = m - 1;
+        if (p->type == T_DICT)
+            return (top - m) % 2 ? child_role(p, &r->st[top], type) : R_IGNORE;
+        return child_role(p, NULL, type);
     }
     if (!r->have_top && type == T_DICT && r->nst == 0)
         return R_TOP;
@@ -687,7 +706,18 @@ static void memo_put(reader *r, size_t at, uint64_t idx)
     if (idx > r->memo_max)
         UNSUPPORTED(r, at, "a memo index beyond the file's size");
     if (idx >= r->nmemo) {
+        size_t cap0 = r->memo_cap;
         r->memo = grow(r, r->memo, &r->memo_cap, idx + 1, sizeof(memo_e));
+#ifdef MADV_HUGEPAGE
+        /* GETs jump around the memo (a frame memoized at the start is used at the end):
+         * huge pages spare the TLB misses that otherwise dominate */
+        if (r->memo_cap != cap0 && r->memo_cap * sizeof(memo_e) >= ((size_t)4 << 20)) {
+            uintptr_t a = ((uintptr_t)r->memo + ((1u << 21) - 1)) & ~(uintptr_t)((1u << 21) - 1);
+            uintptr_t b = ((uintptr_t)r->memo + r->memo_cap * sizeof(memo_e)) & ~(uintptr_t)((1u << 21) - 1);
+            if (b > a)
+                madvise((void *)a, b - a, MADV_HUGEPAGE);
+        }
+#endif
         for (size_t i = r->nmemo; i <= idx; i++)
             r->memo[i].type = 0xFF; /* empty */
         r->nmemo = idx + 1;
@@ -935,7 +965,7 @@ static void op_tuple(reader *r, size_t at, size_t first, size_t n, int with_mark
     while (r->nst > first)
         drop(r);
     if (with_mark)
-        r->nst--; /* the mark */
+        pop_mark(r);
     r->st = grow(r, r->st, &r->st_cap, r->nst + 1, sizeof(slot));
     r->st[r->nst++] = t;
 }
@@ -984,10 +1014,10 @@ static void run(reader *r)
         case '}': push_container(r, at, T_DICT); break;
         case ']': push_container(r, at, T_LIST); break;
         case ')': op_tuple(r, at, r->nst, 0, 0); break;
-        case '(': push(r, T_MARK); break;
+        case '(': push_mark(r); break;
         case '0': /* POP: the mark itself when it is on top */
             if (r->nst && r->st[r->nst - 1].type == T_MARK)
-                r->nst--;
+                pop_mark(r);
             else {
                 need_items(r, at, 1);
                 discard(r, at, r->nst - 1);
@@ -996,7 +1026,7 @@ static void run(reader *r)
         case '1': /* POP_MARK */
             first = mark_items(r, at, &n);
             discard(r, at, first);
-            r->nst--;
+            pop_mark(r);
             break;
         case '2': { /* DUP */
             need_items(r, at, 1);
@@ -1027,7 +1057,7 @@ static void run(reader *r)
                 setitem(r, at, &r->st[first - 2], &r->st[i], &r->st[i + 1]);
             while (r->nst > first)
                 drop(r);
-            r->nst--;
+            pop_mark(r);
             break;
         case 'a': /* APPEND */
             need_items(r, at, 2);
@@ -1042,7 +1072,7 @@ static void run(reader *r)
                 append(r, at, &r->st[first - 2], &r->st[i]);
             while (r->nst > first)
                 drop(r);
-            r->nst--;
+            pop_mark(r);
             break;
         case 't': first = mark_items(r, at, &n); op_tuple(r, at, first, n, 1); break;
         case 0x85: case 0x86: case 0x87:
@@ -1178,6 +1208,7 @@ static void reader_free(reader *r)
     while (r->nst)
         drop(r);
     free(r->st);
+    free(r->marks);
     free(r->memo);
     free(r->pairs);
     for (size_t i = 0; i < r->nobjs; i++)
