@@ -9,10 +9,9 @@ import gzip
 import pickle
 import random
 
-import numpy as np
 import pytest
-
 import snapshot_fixtures as F
+
 from tb_profiler.decode import snapshot_native as N
 from tb_profiler.decode import snapshot_schema as S
 from tb_profiler.decode.snapshot import is_snapshot_head, read_snapshot
@@ -190,7 +189,7 @@ def _assert_same(data: bytes, strict: bool = True):
 @native
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
 def test_native_equals_reference_on_real_snapshots(real_snapshots, protocol):
-    for name, snap in real_snapshots.items():
+    for snap in real_snapshots.values():
         _assert_same(pickle.dumps(snap, protocol=protocol))
 
 
@@ -205,7 +204,7 @@ def _batched(n_entries: int, n_frames: int) -> dict:
     """Lists at pickle's batch edges (1000 items a SETITEMS / APPENDS), a recursive stack
     (one frame dict twice in a list), single-item and empty lists and dicts."""
     f = {"filename": "r.py", "line": 1, "name": "rec"}
-    deep = [dict(filename="d.py", line=i, name="d") for i in range(n_frames)]
+    deep = [{"filename": "d.py", "line": i, "name": "d"} for i in range(n_frames)]
     entries = [{"action": "alloc", "addr": i, "size": 512 * i, "frames": deep if i == 0 else [f, f] if i % 2 else []}
                for i in range(n_entries)]
     return {"segments": [{"blocks": [{"size": 1}]}, {"blocks": []}, {}],
@@ -222,11 +221,11 @@ def test_native_batches_recursion_and_single_items(n_entries, n_frames):
 
 # hand-written pickles: the text opcodes kept (INT, PUT, GET), DUP, POP, POP_MARK, big ints
 _CRAFTED = [
-    b"\x80\x02}p0\n(X\x08\x00\x00\x00segments]p1\n}(X\x04\x00\x00\x00sizeI77\nX\x06\x00\x00\x00deviceI01\nu"
-    b"aX\x0d\x00\x00\x00device_traces]g1\n0u.",
-    b"\x80\x04}(\x8c\x08segments](}(\x8c\x07address\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00"
-    b"\x8c\x06stream\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01\x8c\x0atotal_size\x8a\x01\xffu}2e"
-    b"(K\x01K\x021\x8c\x0bignored_key\x8c\x03abcu.",
+    (b"\x80\x02}p0\n(X\x08\x00\x00\x00segments]p1\n}(X\x04\x00\x00\x00sizeI77\nX\x06\x00\x00\x00deviceI01\nu"
+     b"aX\x0d\x00\x00\x00device_traces]g1\n0u."),
+    (b"\x80\x04}(\x8c\x08segments](}(\x8c\x07address\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00"
+     b"\x8c\x06stream\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01\x8c\x0atotal_size\x8a\x01\xffu}2e"
+     b"(K\x01K\x021\x8c\x0bignored_key\x8c\x03abcu."),
 ]
 
 

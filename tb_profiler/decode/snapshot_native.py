@@ -74,7 +74,9 @@ def read_snapshot_native(buffer, path: str, *, fallback: bool = True) -> Snapsho
         kind, message, offset = e.args
         if kind == UNSUPPORTED:
             if fallback and len(buffer) <= FALLBACK_MAX:
-                from tb_profiler.decode.snapshot_reference import read_snapshot_reference
+                from tb_profiler.decode.snapshot_reference import (
+                    read_snapshot_reference,
+                )
 
                 return read_snapshot_reference(bytes(buffer), path)
             raise NativeUnsupported(path, f"not a memory snapshot the streaming reader can follow: {message}",
