@@ -48,4 +48,8 @@ def test_badge_counts_as_the_route_and_opens_the_report(trust_url, watch):
     page.get_by_role("tab", name="Operator").click()  # another view: the same badge in the shared header
     page.locator("button.trust-badge").wait_for(timeout=60_000)
     assert page.locator("button.trust-badge").get_attribute("data-total") == str(doc["total"])
+    page.get_by_role("tab", name="Diff").click()  # the Diff view: each side's own badge, beside its pickers
+    side = page.locator(".side-picker").first.locator("button.trust-badge")
+    side.wait_for(timeout=60_000)
+    assert side.get_attribute("data-total") == str(doc["total"])
     assert watch.errors == [], watch.errors

@@ -12,6 +12,7 @@ import type { DiffBreakdownRow, DiffReply, DiffRow } from "../api/types";
 import { Chart, TOOLTIP_BASE, shortName } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select, Stat, Tabs } from "../components/common";
+import { TrustBadge } from "../components/TrustBadge";
 import { setState } from "../state/store";
 import { showBidiControls } from "../util/bidi";
 import { nameHtml, tooltipLine } from "../util/escape";
@@ -53,6 +54,8 @@ function SidePicker({ label, runs, side, onChange }: {
       <Select label="Run" value={run} options={runs} onChange={(v) => onChange({ run: v, worker: undefined, span: undefined })} />
       <Select label="Worker" value={worker ?? ""} options={[...(workers.length > 1 ? ["All"] : []), ...workers]} onChange={(v) => onChange({ run, worker: v, span: undefined })} />
       <Select label="Span" value={span ?? ""} options={spans.length ? spans : [""]} onChange={(v) => onChange({ run, worker, span: v })} />
+      {/* each side's trust report (all workers: one report per trace, so none for the merge) */}
+      {run && span && worker && worker !== "All" && <TrustBadge sel={{ run, worker, span }} />}
     </div>
   );
 }
