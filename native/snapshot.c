@@ -24,6 +24,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define SR_MMAP 1
+#endif
 
 /* ------------------------------------------------------------------ opcodes */
 
@@ -168,6 +175,23 @@ static const struct { uint8_t op; const char *name; } FORBIDDEN[] = {
     {0x90, "ADDITEMS"}, {0x91, "FROZENSET"}, {0x96, "BYTEARRAY8"}, {0x97, "NEXT_BUFFER"},
     {0x98, "READONLY_BUFFER"}};
 
+#define RELEASE_STEP ((size_t)64 << 20) /* let go of the mapping behind the read this often, keeping */
+                                        /* a quarter of it behind the read position */
+
+/* a mapped file's pages behind the read position go back to the page cache, so the peak
+ * memory does not grow with the file (a memo GET of an old string faults its page in again) */
+static void release_behind(reader *r)
+{
+#ifdef SR_MMAP
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t end = (r->pos - r->release_step / 4) / page * page;
+    if (end > r->released) {
+        madvise((void *)(r->buf + r->released), end - r->released, MADV_DONTNEED);
+        r->released = end;
+    }
+#endif
+}
+
 /* returns at STOP with the snapshot dict on top */
 static void run(reader *r)
 {
@@ -177,6 +201,8 @@ static void run(reader *r)
         if (at < frame_end && r->pos > frame_end)
             sr_fail(r, E_ERROR, at, "an opcode crosses the end of its frame");
         at = r->pos;
+        if (r->mapped && r->pos - r->released > r->release_step)
+            release_behind(r);
         uint8_t op = *take(r, 1);
         size_t n, first;
         switch (op) {
@@ -400,22 +426,21 @@ static void reader_free(reader *r)
 }
 
 const char tb_read_snapshot_doc[] =
-    "read_snapshot(buf) -> dict: the columns of a memory-snapshot pickle held in buf (bytes-like).\n"
-    "Raises ValueError(kind, message, byte_offset): kind 1 damaged or refused, 3 a layout the streaming\n"
-    "reader does not follow (the reference reader may read it).";
+    "read_snapshot(buf_or_path[, release_step]) -> dict: the columns of a memory-snapshot pickle held\n"
+    "in buf (bytes-like), or in the uncompressed file at path (a str: mapped, not copied; its pages go\n"
+    "back to the page cache behind the read, every release_step bytes). Raises ValueError(kind,\n"
+    "message, byte_offset): kind 1 damaged or refused, 3 a layout the streaming reader does not follow\n"
+    "(the reference reader may read it); OSError when the file cannot be opened or mapped.";
 
-PyObject *tb_read_snapshot(PyObject *self, PyObject *args)
+static PyObject *read_buffer(const uint8_t *buf, size_t len, size_t release_step)
 {
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view))
-        return NULL;
     reader *r = calloc(1, sizeof *r);
-    if (!r) {
-        PyBuffer_Release(&view);
+    if (!r)
         return PyErr_NoMemory();
-    }
-    r->buf = view.buf;
-    r->len = (size_t)view.len;
+    r->buf = buf;
+    r->len = len;
+    r->mapped = release_step > 0;
+    r->release_step = release_step;
     r->memo_max = r->len + 1024;
     sn_out_init(&r->out, &r->jb, r->msg);
     PyObject *res = NULL;
@@ -431,6 +456,66 @@ PyObject *tb_read_snapshot(PyObject *self, PyObject *args)
     }
     reader_free(r);
     free(r);
+    return res;
+}
+
+#ifdef SR_MMAP
+/* the file at path, mapped read-only (an empty file reads as no bytes) */
+static PyObject *read_file(PyObject *path, size_t release_step)
+{
+    PyObject *enc = NULL;
+    if (!PyUnicode_FSConverter(path, &enc))
+        return NULL;
+    const char *name = PyBytes_AS_STRING(enc);
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        if (fd >= 0)
+            close(fd);
+        Py_DECREF(enc);
+        return NULL;
+    }
+    size_t len = (size_t)st.st_size;
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (map == MAP_FAILED) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        Py_DECREF(enc);
+        return NULL;
+    }
+    Py_DECREF(enc);
+    if (len)
+        madvise(map, len, MADV_SEQUENTIAL);
+    PyObject *res = read_buffer(len ? map : (const uint8_t *)"", len, len ? release_step : 0);
+    if (len)
+        munmap(map, len);
+    return res;
+}
+#endif
+
+PyObject *tb_read_snapshot(PyObject *self, PyObject *args)
+{
+    PyObject *arg;
+    Py_ssize_t step = (Py_ssize_t)RELEASE_STEP; /* tests make it small */
+    if (!PyArg_ParseTuple(args, "O|n", &arg, &step))
+        return NULL;
+    if (step < 4096) {
+        PyErr_SetString(PyExc_ValueError, "read_snapshot: release_step must be at least 4096");
+        return NULL;
+    }
+    if (PyUnicode_Check(arg)) {
+#ifdef SR_MMAP
+        return read_file(arg, (size_t)step);
+#else
+        PyErr_SetString(PyExc_TypeError, "read_snapshot: a path needs mmap; pass the file's bytes");
+        return NULL;
+#endif
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *res = read_buffer(view.buf, (size_t)view.len, 0);
     PyBuffer_Release(&view);
     return res;
 }

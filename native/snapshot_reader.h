@@ -86,6 +86,9 @@ typedef struct {
     int64_t n_devices;
     PyObject *extras;    /* dict */
     int64_t extra_items; /* items put in the extra being read */
+    int mapped;          /* buf is this reader's mmap of the file: pages behind pos are let go */
+    size_t released;     /* bytes of the mapping let go so far */
+    size_t release_step; /* .. every this many bytes read */
 } reader;
 
 #if defined(__GNUC__)

@@ -303,3 +303,34 @@ def test_native_error_names_file_offset_and_problem():
         N.read_snapshot_native(bad, "u.pickle")
     with pytest.raises(TraceFormatError, match="u.pickle"):
         read_snapshot_reference(bad, "u.pickle")
+
+
+@native
+@pytest.mark.skipif(not N.can_map(), reason="no mmap here")
+def test_native_mapped_file_equals_buffer(tmp_path, real_snapshots):
+    """A plain file is mapped, not copied, and its pages are let go behind the read (here every
+    4 KB, so memo references to strings far behind fault their pages in again): the same
+    columns and the same errors as from the bytes."""
+    datas = [pickle.dumps(s, protocol=p) for s in real_snapshots.values() for p in (2, 4)]
+    datas.append(pickle.dumps(_batched(1500, 40), protocol=4))
+    assert max(len(d) for d in datas) > 64 << 10
+    for i, data in enumerate(datas):
+        path = tmp_path / f"m{i}.pickle"
+        path.write_bytes(data)
+        want = N.read_snapshot_native(data, str(path))
+        assert equal(N.read_snapshot_native_file(str(path), release_step=4096), want)
+        assert equal(N.read_snapshot_native_file(str(path)), want)
+    cut = tmp_path / "cut.pickle"
+    cut.write_bytes(datas[-1][:len(datas[-1]) // 2])
+    with pytest.raises(TraceFormatError) as mapped:
+        N.read_snapshot_native_file(str(cut), release_step=4096)
+    with pytest.raises(TraceFormatError) as copied:
+        N.read_snapshot_native(cut.read_bytes(), str(cut))
+    assert str(mapped.value) == str(copied.value) and "truncated" in str(mapped.value)
+    (tmp_path / "empty.pickle").write_bytes(b"")
+    with pytest.raises(TraceFormatError, match="empty.pickle.*truncated"):
+        read_snapshot(tmp_path / "empty.pickle")
+    with pytest.raises(FileNotFoundError):
+        read_snapshot(tmp_path / "missing.pickle")
+    with pytest.raises(TraceFormatError, match="cannot read"):
+        N.read_snapshot_native_file(str(tmp_path))

@@ -59,11 +59,23 @@ def read_bytes(path: str) -> bytes:
     return data
 
 
+def _gzipped(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"\x1f\x8b"
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise TraceFormatError(path, f"cannot read the snapshot file ({e})") from None
+
+
 def read_snapshot(path: str | os.PathLike) -> SnapshotColumns:
     """The columns of one snapshot file (native reader when built, else the reference)."""
     from tb_profiler.decode import snapshot_native
 
     path = os.fspath(path)
+    if snapshot_native.can_map() and not _gzipped(path):
+        return snapshot_native.read_snapshot_native_file(path)
     data = read_bytes(path)
     if snapshot_native.available():
         return snapshot_native.read_snapshot_native(data, path)
