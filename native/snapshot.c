@@ -26,6 +26,8 @@
 #include <string.h>
 #if defined(__unix__) || defined(__APPLE__)
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -432,6 +434,59 @@ const char tb_read_snapshot_doc[] =
     "message, byte_offset): kind 1 damaged or refused, 3 a layout the streaming reader does not follow\n"
     "(the reference reader may read it); OSError when the file cannot be opened or mapped.";
 
+/* A SIGBUS while the input is read: a mapped file (ours, or a Python mmap passed as the
+ * buffer) was truncated under the reader. SIGBUS from a memory access goes to the thread
+ * that made it, so the handler finds that thread's read (thread-local) and jumps to its
+ * error path: an error naming the byte offset, where the process would have been killed.
+ * Any other SIGBUS goes to the handler that was there before (faulthandler, the default). */
+#ifdef SR_MMAP
+static __thread reader *volatile sr_bus_reader;
+static struct sigaction sr_bus_prev;
+
+static void sr_bus_handler(int sig, siginfo_t *info, void *ctx)
+{
+    reader *r = sr_bus_reader;
+    const uint8_t *at = info ? (const uint8_t *)info->si_addr : NULL;
+    if (r && at >= r->buf && at < r->buf + r->len) {
+        sr_bus_reader = NULL;
+        r->kind = E_ERROR;
+        r->err_off = (size_t)(at - r->buf);
+        snprintf(r->msg, sizeof r->msg, "the file was cut short (truncated or rewritten) while it was read");
+        siglongjmp(r->jb, 1);
+    }
+    if (sr_bus_prev.sa_flags & SA_SIGINFO) {
+        if (sr_bus_prev.sa_sigaction)
+            sr_bus_prev.sa_sigaction(sig, info, ctx);
+        return;
+    }
+    if (sr_bus_prev.sa_handler == SIG_IGN)
+        return;
+    if (sr_bus_prev.sa_handler == SIG_DFL || !sr_bus_prev.sa_handler) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    sr_bus_prev.sa_handler(sig);
+}
+
+/* ours installed (again, if another handler replaced it since), chaining to the one before */
+static void sr_bus_install(void)
+{
+    struct sigaction now;
+    if (sigaction(SIGBUS, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == sr_bus_handler)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = sr_bus_handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &sr_bus_prev);
+}
+#else
+static reader *sr_bus_reader;
+static void sr_bus_install(void) {}
+#endif
+
 static PyObject *read_buffer(const uint8_t *buf, size_t len, size_t release_step)
 {
     reader *r = calloc(1, sizeof *r);
@@ -445,10 +500,14 @@ static PyObject *read_buffer(const uint8_t *buf, size_t len, size_t release_step
     sn_out_init(&r->out, &r->jb, r->msg);
     PyObject *res = NULL;
     r->extras = PyDict_New();
-    if (r->extras && setjmp(r->jb) == 0) {
+    sr_bus_install();
+    if (r->extras && sigsetjmp(r->jb, 1) == 0) {
+        sr_bus_reader = r;
         run(r);
+        sr_bus_reader = NULL;
         res = result(r);
     } else if (r->extras) {
+        sr_bus_reader = NULL;
         if (PyErr_Occurred())
             PyErr_Clear();
         PyErr_SetObject(PyExc_ValueError, Py_BuildValue("(isn)", r->kind ? r->kind : E_OOM, r->msg,

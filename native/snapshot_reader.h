@@ -63,7 +63,7 @@ typedef struct {
 typedef struct {
     const uint8_t *buf;
     size_t len, pos;
-    jmp_buf jb;
+    sigjmp_buf jb; /* errors jump here (sigsetjmp: a SIGBUS jump restores the signal mask) */
     int kind;
     size_t err_off;
     char msg[200];

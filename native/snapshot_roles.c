@@ -21,7 +21,7 @@ void sr_fail(reader *r, int kind, size_t off, const char *fmt, ...)
     va_end(ap);
     r->kind = kind;
     r->err_off = off;
-    longjmp(r->jb, 1);
+    siglongjmp(r->jb, 1);
 }
 
 /* Python's UTF-8 decoder with "surrogatepass" (what pickle uses for str) */

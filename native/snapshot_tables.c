@@ -32,7 +32,7 @@ static void table_init(sn_table *t, const char *name, const char *const (*cols)[
     }
 }
 
-void sn_out_init(sn_out *o, jmp_buf *jb, char *errmsg)
+void sn_out_init(sn_out *o, sigjmp_buf *jb, char *errmsg)
 {
     memset(o, 0, sizeof *o);
     o->jb = jb;
@@ -72,7 +72,7 @@ void *sn_grow(sn_out *o, void *p, size_t *cap, size_t need, size_t itemsize)
     void *q = realloc(p, c * itemsize);
     if (!q) {
         snprintf(o->errmsg, 200, "out of memory (%zu bytes)", c * itemsize);
-        longjmp(*o->jb, 2);
+        siglongjmp(*o->jb, 2);
     }
     *cap = c;
     return q;
@@ -141,7 +141,7 @@ static void set_grow(sn_out *o, sn_set *s)
         free(slots);
         free(hashes);
         snprintf(o->errmsg, 200, "out of memory (hash table of %zu)", cap);
-        longjmp(*o->jb, 2);
+        siglongjmp(*o->jb, 2);
     }
     for (size_t i = 0; s->mask && i <= s->mask; i++) {
         if (!s->slots[i])
@@ -192,7 +192,7 @@ int32_t sn_intern(sn_out *o, const uint8_t *p, size_t len)
         return (int32_t)found;
     if (o->nstr >= INT32_MAX - 1) {
         snprintf(o->errmsg, 200, "too many distinct strings");
-        longjmp(*o->jb, 2);
+        siglongjmp(*o->jb, 2);
     }
     o->arena = sn_grow(o, o->arena, &o->arena_cap, o->arena_len + len + 1, 1);
     memcpy(o->arena + o->arena_len, p, len);

@@ -37,7 +37,7 @@ typedef struct {
 } sn_set;
 
 typedef struct {
-    jmp_buf *jb;          /* out of memory longjmps here (errmsg set) */
+    sigjmp_buf *jb;       /* out of memory jumps here (errmsg set) */
     char *errmsg;         /* 200 bytes */
     sn_table t[SN_NTABLES];
     /* strings: bytes in arena, (offset, length) per id */
@@ -52,7 +52,7 @@ typedef struct {
     size_t nstack, stack_cap, nsf, sf_cap;
 } sn_out;
 
-void sn_out_init(sn_out *o, jmp_buf *jb, char *errmsg);
+void sn_out_init(sn_out *o, sigjmp_buf *jb, char *errmsg);
 void sn_out_free(sn_out *o);
 void *sn_grow(sn_out *o, void *p, size_t *cap, size_t need, size_t itemsize);
 /* a new row's cell pointer (the row is appended to every column by sn_row_end) */

@@ -334,3 +334,35 @@ def test_native_mapped_file_equals_buffer(tmp_path, real_snapshots):
         read_snapshot(tmp_path / "missing.pickle")
     with pytest.raises(TraceFormatError, match="cannot read"):
         N.read_snapshot_native_file(str(tmp_path))
+
+
+def test_a_mapped_file_cut_short_under_the_reader_is_an_error_not_a_crash(tmp_path):
+    """A file truncated while it is mapped raises SIGBUS on the first page past its new end:
+    without a guard that kills the process (a server reading a snapshot a job is rewriting).
+    The reader's SIGBUS handler turns it into the read's error, naming the file and offset.
+    Deterministic here: the test maps the file itself and truncates it before the read."""
+    import mmap
+    import os
+
+    snap = F.cuda_basic()
+    # distinct entry dicts (the streaming reader does not keep shared entries), a few MB
+    big = {"segments": snap["segments"], "device_traces": [[dict(e) for e in snap["device_traces"][0] * 400]]}
+    path = tmp_path / "cut_under.pickle"
+    path.write_bytes(pickle.dumps(big, protocol=4))
+    size = path.stat().st_size
+    assert size > 64 << 10
+    want = N.read_snapshot_native(path.read_bytes(), str(path), fallback=False)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+        assert equal(N.read_snapshot_native(memoryview(mm), str(path), fallback=False), want)  # whole: as bytes
+        os.ftruncate(fd, 8192)
+        with pytest.raises(TraceFormatError) as cut:
+            N.read_snapshot_native(memoryview(mm), str(path), fallback=False)
+        msg = str(cut.value)
+        assert "cut_under.pickle" in msg and "cut short" in msg and "8192" in msg, msg
+        # the reader works on after it (the handler left no read half-done behind)
+        assert equal(N.read_snapshot_native(pickle.dumps(big, protocol=4), str(path), fallback=False), want)
+        del cut, mm  # (the error's traceback holds a view of the map: it goes with them)
+    finally:
+        os.close(fd)
