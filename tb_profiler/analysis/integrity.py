@@ -59,20 +59,24 @@ def _work(trace) -> np.ndarray:
     return role_mask(trace.roles, DEVICE_WORK)
 
 
-def unlaunched_device_work(trace) -> tuple[int, float, list[dict]]:
-    """Kernels, copies and fills whose launching runtime call is not in the trace."""
-    work = _work(trace)
-    lost = work & (launch(trace) < 0)
-    n = int(lost.sum())
-    total = _device_time(trace, work)
-    share = _device_time(trace, lost) / total if total else 0.0
+def _device_rule(trace, rule: str, mask: np.ndarray, what: str) -> tuple[int, float, list[dict]]:
+    """(count, share of device time, finding rows) of the device work in ``mask``: one row
+    at its first event, saying "N device events (X % of device time) <what>"."""
+    n = int(mask.sum())
+    total = _device_time(trace, _work(trace))
+    share = _device_time(trace, mask) / total if total else 0.0
     if not n:
         return 0, share, []
-    first = int(np.flatnonzero(lost)[0])
-    return n, share, [_row("unlaunched_device_work", n, f"{n} device events ({share:.1%} of device time) have no "
-                           "launching runtime call in the trace (cut off by the profiling window, or the trace "
-                           "was trimmed): they are charged to the step their start falls in",
-                           first, trace.events["ts"][first], share)]
+    first = int(np.flatnonzero(mask)[0])
+    return n, share, [_row(rule, n, f"{n} device events ({share:.1%} of device time) {what}", first,
+                           trace.events["ts"][first], share)]
+
+
+def unlaunched_device_work(trace) -> tuple[int, float, list[dict]]:
+    """Kernels, copies and fills whose launching runtime call is not in the trace."""
+    return _device_rule(trace, "unlaunched_device_work", _work(trace) & (launch(trace) < 0),
+                        "have no launching runtime call in the trace (cut off by the profiling window, or the "
+                        "trace was trimmed): they are charged to the step their start falls in")
 
 
 def outside_window(trace) -> tuple[int, float, list[dict]]:
@@ -81,17 +85,8 @@ def outside_window(trace) -> tuple[int, float, list[dict]]:
     info = step_info(trace)
     if info.fallback or info.frame.empty:
         return 0, 0.0, []
-    work = _work(trace)
-    out = work & ~in_steps(trace)
-    n = int(out.sum())
-    total = _device_time(trace, work)
-    share = _device_time(trace, out) / total if total else 0.0
-    if not n:
-        return 0, share, []
-    first = int(np.flatnonzero(out)[0])
-    return n, share, [_row("outside_profiling_window", n, f"{n} device events ({share:.1%} of device time) lie "
-                           "outside the ProfilerStep range: they count in no step", first,
-                           trace.events["ts"][first], share)]
+    return _device_rule(trace, "outside_profiling_window", _work(trace) & ~in_steps(trace),
+                        "lie outside the ProfilerStep range: they count in no step")
 
 
 def stream_overlap(trace) -> tuple[int, list[dict]]:
