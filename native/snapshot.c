@@ -16,7 +16,7 @@
  * entry, a stack underflow) is an error (kind 1) with its byte offset: the reference
  * refuses those too.
  *
- * Memory: no Python object per entry. The memo keeps 16 bytes per memoized object (a
+ * Memory: no Python object per entry. The memo keeps 8 bytes per memoized object (a
  * string is found again by its opcode's offset); completed entries wait on the value stack
  * only until their batch's APPENDS (1000 at most). allocator_settings and
  * external_annotations (small) are built as Python objects. Holds the GIL. */
@@ -419,6 +419,7 @@ static void reader_free(reader *r)
     free(r->marks);
     free(r->memo);
     free(r->pairs);
+    free(r->wide);
     for (size_t i = 0; i < r->nobjs; i++)
         Py_DECREF(r->objs[i]);
     free(r->objs);

@@ -94,8 +94,8 @@ static void check_mutable(reader *r, size_t at, slot *d)
 {
     if (!structural(d->role))
         return;
-    if (d->alias || (d->memo >= 0 && (size_t)d->memo < r->nmemo && (r->memo[d->memo].flags & F_ALIASED) &&
-                     r->memo[d->memo].aux == (int32_t)d->serial))
+    if (d->alias || (d->memo >= 0 && (size_t)d->memo < r->nmemo && (me_flags(r->memo[d->memo]) & F_ALIASED) &&
+                     me_open_at(r->memo[d->memo], (size_t)(d - r->st))))
         UNSUPPORTED(r, at, "a shared dict or list changed after it was referenced");
 }
 
@@ -111,11 +111,9 @@ static int64_t stack_of(reader *r, size_t at, slot *v)
     if ((size_t)(v->start + v->n) != r->nscratch)
         UNSUPPORTED(r, at, "interleaved frame lists");
     r->nscratch = (size_t)v->start;
-    if (v->memo >= 0 && (size_t)v->memo < r->nmemo) {
-        memo_e *m = &r->memo[v->memo];
-        if ((m->flags & F_OPEN) && m->aux == (int32_t)v->serial)
-            m->flags |= F_FINAL, m->val = id;
-    }
+    v->sid = (int32_t)id; /* drop() writes it into the memo entry */
+    if (v->memo >= 0 && (size_t)v->memo < r->nmemo && me_open_at(r->memo[v->memo], (size_t)(v - r->st)))
+        r->memo[v->memo] |= (memo_e)F_FINAL << 8;
     return id;
 }
 
@@ -208,13 +206,8 @@ static void set_field(reader *r, size_t at, slot *d, slot *k, slot *v)
 static void frame_final(reader *r, slot *f)
 {
     f->sid = sn_frame(&r->out, (int32_t)f->v[0], f->v[1], (int32_t)f->v[2]);
-    if (f->memo >= 0 && (size_t)f->memo < r->nmemo) {
-        memo_e *m = &r->memo[f->memo];
-        if ((m->flags & F_OPEN) && m->aux == (int32_t)f->serial) {
-            m->flags |= F_FINAL;
-            m->val = f->sid;
-        }
-    }
+    if (f->memo >= 0 && (size_t)f->memo < r->nmemo && me_open_at(r->memo[f->memo], (size_t)(f - r->st)))
+        r->memo[f->memo] |= (memo_e)F_FINAL << 8; /* the id stays in the slot until drop() */
 }
 
 void sr_setitem(reader *r, size_t at, slot *d, slot *k, slot *v)

@@ -37,16 +37,15 @@ extern const char *const SR_KEYS[K_COUNT];
 #define F_HASHABLE 4 /* T_TUPLE: every item is hashable */
 #define F_PAIR 8     /* T_TUPLE: two items (v[0], v[1] = as_i64 of each) */
 #define F_EXACT 16   /* T_TUPLE: empty, or two signed int64 items (rebuildable) */
-#define F_FINAL 32   /* memo of a container: aux holds its frame / stack id / object index */
+#define F_FINAL 32   /* memo of a container: its frame / stack id / object index is known */
 #define F_ALIASED 64 /* memo of a container: a GET / DUP took it */
-#define F_OPEN 128   /* memo of a container still being read (aux = its serial) */
+#define F_OPEN 128   /* memo of a container still being read (its value: the container's stack index) */
 
 typedef struct {
     uint8_t type, role, alias, key, flags;
     uint8_t hdr;     /* T_STR / T_BYTES / big T_INT: 0: 1-byte, 1: 4-byte, 2: 8-byte length; 3: INT text */
-    int32_t sid;     /* T_STR: string id (-2: not interned yet); FRAME: frame id; alias: memo aux */
-    int64_t memo;    /* container: its memo index (-1 none) */
-    uint32_t serial; /* container: unique number */
+    int32_t sid;     /* T_STR: string id (-2: not interned yet); FRAME / FRAMELIST: frame / stack id; alias: its id */
+    int64_t memo;    /* container: its memo index (-1 none; drop() closes that entry) */
     size_t off, len; /* T_STR / T_BYTES: payload; T_INT without F_FITS: opcode offset */
     int64_t i;       /* T_INT / T_BOOL value; T_FLOAT bits */
     PyObject *obj;   /* R_EXTRA container (owned) */
@@ -54,11 +53,33 @@ typedef struct {
     int64_t n, start, acc, parent; /* lists: items, first row / scratch, offset sum, seg row / device */
 } slot;
 
-typedef struct {
-    int64_t val;
-    int32_t aux;
-    uint8_t type, role, flags, key;
-} memo_e;
+/* A memo entry: 8 bytes (GETs jump around the memo: the smaller, the fewer cache misses).
+ * Bits 0-3: the type (T_*, ME_BIGINT, ME_EMPTY). T_STR, T_BYTES and ME_BIGINT (an int beyond
+ * 64 bits: its opcode's payload): bits 4-5 the length header (slot.hdr), 6-10 the key, 11-63
+ * the payload's offset. Other types: bits 4-7 the role, 8-15 the slot flags, bit 16 ME_WIDE
+ * (the value indexes reader.wide: an int beyond 32 bits, a float), 32-63 a 32-bit value: an
+ * int or bool; a pair tuple's index in reader.pairs (-1 none); a container's stack index
+ * while it is open (F_OPEN: its frame / stack id is in its slot), then its frame / stack id,
+ * or an extras object's index in reader.objs. */
+typedef uint64_t memo_e;
+enum { ME_BIGINT = 10, ME_EMPTY = 15 };
+#define ME_WIDE ((uint64_t)1 << 16)
+#define ME_OFF_BITS 53
+
+static inline int me_type(memo_e e) { return (int)(e & 15); }
+static inline int me_role(memo_e e) { return (int)(e >> 4 & 15); }
+static inline uint8_t me_flags(memo_e e) { return (uint8_t)(e >> 8); }
+static inline int32_t me_val(memo_e e) { return (int32_t)(uint32_t)(e >> 32); }
+static inline memo_e me_make(int type, int role, int flags, int32_t val)
+{
+    return (uint64_t)type | (uint64_t)role << 4 | (uint64_t)(uint8_t)flags << 8 | (uint64_t)(uint32_t)val << 32;
+}
+static inline memo_e me_set_val(memo_e e, int32_t val) { return (e & 0xFFFFFFFFu) | (uint64_t)(uint32_t)val << 32; }
+/* the open entry of the container at stack index i (its own, not an entry since reused) */
+static inline int me_open_at(memo_e e, size_t i)
+{
+    return me_type(e) >= T_DICT && me_type(e) <= T_LIST && (me_flags(e) & F_OPEN) && (size_t)(uint32_t)me_val(e) == i;
+}
 
 typedef struct {
     const uint8_t *buf;
@@ -76,11 +97,12 @@ typedef struct {
     size_t nmemo, memo_cap, memo_max;
     int64_t *pairs; /* memoized pair tuples: a, b */
     size_t npairs, pairs_cap;
+    int64_t *wide; /* memoized ints beyond 32 bits, floats (rare: pickle memoizes neither) */
+    size_t nwide, wide_cap;
     PyObject **objs; /* memoized extras objects (owned) */
     size_t nobjs, objs_cap;
     int32_t *scratch; /* frames of open frame lists */
     size_t nscratch, scratch_cap;
-    uint32_t serial;
     int64_t segs_started;
     int have_top, have_segments, have_traces;
     int64_t n_devices;
@@ -104,7 +126,7 @@ SR_NORETURN void sr_fail(reader *r, int kind, size_t off, const char *fmt, ...);
 
 static inline void *grow(reader *r, void *p, size_t *cap, size_t need, size_t item)
 {
-    return sn_grow(&r->out, p, cap, need, item);
+    return need <= *cap ? p : sn_grow(&r->out, p, cap, need, item); /* the call only to grow */
 }
 
 /* ------------------------------------------------------------------ input */
@@ -140,7 +162,6 @@ static inline slot *push(reader *r, int type)
     s->sid = -2;
     s->memo = -1;
     s->obj = NULL;
-    s->serial = 0;
     s->hdr = 0;
     s->n = s->start = s->acc = s->parent = 0;
     return s;
@@ -173,10 +194,14 @@ static inline void need_items(reader *r, size_t at, size_t n)
 
 static inline int structural(int role) { return role >= R_TOP; }
 
-/* drops the top slot (its owned object too) */
+void sr_memo_close(reader *r, slot *s);
+
+/* drops the top slot (its owned object too; a memoized container's entry gets its id) */
 static inline void drop(reader *r)
 {
     slot *s = &r->st[--r->nst];
+    if (s->memo >= 0)
+        sr_memo_close(r, s);
     Py_CLEAR(s->obj);
 }
 

@@ -177,7 +177,6 @@ void sr_push_container(reader *r, size_t at, int type)
     int role = guess_role(r, type, &parent);
     slot *s = push(r, type);
     s->role = (uint8_t)role;
-    s->serial = ++r->serial;
     slot *p = parent >= 0 ? &r->st[parent] : NULL;
     init_record(r, s);
     switch (role) {
