@@ -54,6 +54,13 @@ class _Escaped:
         return getattr(self._stream, name)
 
 
+
+def _trace_or_run_args(p) -> None:
+    """path / --worker / --span of a verb that takes a trace file or a run folder."""
+    p.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
+    p.add_argument("--worker", help="one worker of a run")
+    p.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tb-profiler", description="Inspect PyTorch profiler traces.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,9 +101,7 @@ def _parser() -> argparse.ArgumentParser:
 
     why = sub.add_parser("why", help="why a step is slow: device idle time, kernel launches, outlier steps, "
                                      "a time range's events")
-    why.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
-    why.add_argument("--worker", help="one worker of a run")
-    why.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
+    _trace_or_run_args(why)
     why.add_argument("--only", default=",".join(WHY_PARTS),
                      help=f"which analyses, comma-separated: {', '.join(WHY_PARTS)} (default: all)")
     why.add_argument("--kernel-wait-us", type=float, default=30.0,
@@ -110,9 +115,7 @@ def _parser() -> argparse.ArgumentParser:
 
     compiled = sub.add_parser("compiled", help="torch.compile's generated kernels: backend, launch config, calls, "
                                                "device time, FLOPs and bytes (from Inductor's launch ranges)")
-    compiled.add_argument("path", help="a trace file, or a run folder (its workers; --worker for one)")
-    compiled.add_argument("--worker", help="one worker of a run")
-    compiled.add_argument("--span", type=int, help="for runs: the span, 1-based (default: each worker's latest)")
+    _trace_or_run_args(compiled)
     compiled.add_argument("--top", type=int, default=20, help="rows of the table")
     compiled.add_argument("--json", action="store_true", help="print JSON")
     compiled.set_defaults(func=cmd_compiled)

@@ -5,14 +5,18 @@
 export interface SnapshotFileRow { snapshot: string; size: number; mtime: number }
 export interface SnapshotListReply { run: string; snapshots: SnapshotFileRow[] }
 
-export interface SnapshotSummary {
-  snapshot: string;
+/** The allocator accounting of _memory_viz.segsum, for a snapshot or one pool/stream of it. */
+export interface AllocatorTotals {
   segments: number;
   reserved_bytes: number;
   allocated_bytes: number;
   active_bytes: number;
   free_external_bytes: number;
   free_internal_bytes: number;
+}
+
+export interface SnapshotSummary extends AllocatorTotals {
+  snapshot: string;
   peak_allocated_bytes: number | null;
   history_entries: number;
   devices: number[];
@@ -63,16 +67,10 @@ export interface SnapBlock {
   state: string | number | null;
   stack: number;
 }
-export interface PoolRow {
+export interface PoolRow extends AllocatorTotals {
   pool?: unknown;
   stream?: number | null;
   segment_type?: string | null;
-  segments: number;
-  reserved_bytes: number;
-  allocated_bytes: number;
-  active_bytes: number;
-  free_external_bytes: number;
-  free_internal_bytes: number;
 }
 export interface SnapshotAtReply {
   snapshot: string;
