@@ -292,3 +292,24 @@ def test_cli(built, capsys, tmp_path):
     junk.write_bytes(b"not a pickle")
     assert cli_main(["snapshot", str(junk), "--no-cache"]) == 1
     assert "junk.pickle" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 7, 50])
+def test_largest_first_is_a_stable_sort_of_all(k):
+    """The O(n) top-k the timeline's allocation list uses keeps a stable sort's order (ties
+    by position), whatever k is against the number of ids."""
+    from tb_profiler.snapshot.model import largest_first
+
+    rng = np.random.default_rng(k)
+    ids = np.sort(rng.choice(1000, size=40, replace=False))
+    sizes = rng.choice([512, 1024, 4096, 2 << 20], size=40)  # many ties
+    want = ids[np.argsort(-sizes, kind="stable")][:k]
+    assert largest_first(ids, sizes, k).tolist() == want.tolist()
+
+
+def test_entries_by_device_counts_the_history(built):
+    snap = built["cuda_basic"][2]
+    dev = np.asarray(snap.history["device"])
+    want = {int(d): int((dev == d).sum()) for d in np.unique(dev)}
+    assert snap.entries_by_device() == want
+    assert snap.default_device() == max(want, key=lambda d: (want[d], -d))

@@ -105,7 +105,7 @@ def _check(arrays: Mapping, n_strings: int) -> bool:
 def _replay_arrays(snap: Snapshot) -> tuple[dict[str, np.ndarray], dict]:
     """Every device's replayed history as entry arrays, and its scalars as JSON."""
     arrays, meta = {}, {}
-    for d in np.unique(snap.history["device"]).tolist():  # a loop over devices
+    for d in snap.entries_by_device():  # a loop over devices
         h = snap.device_history(int(d))
         arrays.update({f"replay/{d}/{f}": getattr(h, f) for f in _REPLAY_ARRAYS})
         meta[str(d)] = {"has_time": h.has_time, "base_allocated": h.base_allocated, "base_reserved": h.base_reserved}

@@ -45,6 +45,7 @@ class Snapshot:
         self.source = source
         self.strings = columns.strings
         self._hist: dict[int, DeviceHistory] = {}
+        self._entries_by_device: dict[int, int] | None = None
         self.load_seconds = 0.0
 
     # -- basics ------------------------------------------------------------------------------
@@ -60,16 +61,28 @@ class Snapshot:
     def extras(self) -> dict:
         return self.columns.extras
 
+    def entries_by_device(self) -> dict[int, int]:
+        """History entries per device id, devices ascending (counted once: the history of a
+        2 GB snapshot is ~10M entries, and every summary and timeline asks)."""
+        if self._entries_by_device is None:
+            dev = self.history["device"]
+            if len(dev):
+                lo = int(dev.min())
+                counts = np.bincount(dev.astype(np.int64) - lo)
+                self._entries_by_device = {int(i) + lo: int(counts[i]) for i in np.flatnonzero(counts)}
+            else:
+                self._entries_by_device = {}
+        return self._entries_by_device
+
     def devices(self) -> list[int]:
         """Device ids with history entries or segments."""
-        d = np.union1d(np.unique(self.history["device"]), np.unique(self.segments["device"]))
-        return [int(x) for x in d]
+        return sorted(set(self.entries_by_device()) | {int(x) for x in np.unique(self.segments["device"])})
 
     def default_device(self) -> int | None:
         """The device with the most history entries (else the first with segments)."""
-        dev = self.history["device"]
-        if len(dev):
-            return int(np.bincount(dev.astype(np.int64) - int(dev.min())).argmax() + int(dev.min()))
+        counts = self.entries_by_device()
+        if counts:
+            return max(counts, key=lambda d: (counts[d], -d))
         devs = self.devices()
         return devs[0] if devs else None
 
@@ -97,7 +110,7 @@ class Snapshot:
         acc = account(segs, blocks)
         t = self.history["time_us"]
         t = t[t != MISSING]
-        peaks = {d: self.device_history(d).peak()[1] for d in np.unique(self.history["device"]).tolist()}
+        peaks = {d: self.device_history(d).peak()[1] for d in self.entries_by_device()}
         return {"segments": len(segs["address"]), **_totals(segs, acc),
                 "peak_allocated_bytes": max(peaks.values()) if peaks else None,
                 "peak_allocated_by_device": {str(d): int(v) for d, v in peaks.items()},
@@ -130,7 +143,7 @@ class Snapshot:
         else:
             peak = {"time_us": None, "allocated_bytes": h.allocated_at(lo - 1), "entry": None}
         over = np.flatnonzero(h.in_timeline & (h.start <= hi) & (h.end > lo)) if len(pos) else np.zeros(0, np.int64)
-        order = over[np.argsort(-h.size[over], kind="stable")][:TOP_ALLOCATIONS]
+        order = largest_first(over, h.size[over], TOP_ALLOCATIONS)
         allocs = pd.DataFrame({
             "addr": h.addr[order], "size": h.size[order], "stream": h.stream[order],
             "start_us": self._times(h, h.start[order]), "end_us": self._times(h, h.end[order]),
@@ -253,6 +266,15 @@ class Snapshot:
     def __repr__(self) -> str:
         return (f"Snapshot({self.source!r}, {len(self.segments['address'])} segments, "
                 f"{len(self.history['action'])} history entries)")
+
+
+def largest_first(ids: np.ndarray, sizes: np.ndarray, k: int) -> np.ndarray:
+    """The k ids of largest size, largest first, ties in ids' order: a stable sort of all,
+    in O(n) (why: a window of a long history overlaps millions of allocations)."""
+    if len(ids) > k > 0:
+        keep = sizes >= np.partition(sizes, len(sizes) - k)[len(sizes) - k]
+        ids, sizes = ids[keep], sizes[keep]
+    return ids[np.argsort(-sizes, kind="stable")][:max(k, 0)]
 
 
 def _totals(segs: dict, acc: dict) -> dict:
