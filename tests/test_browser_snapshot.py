@@ -78,3 +78,22 @@ def test_snapshot_section_shows_the_routes_figures(tmp_path, watch):
             ".some(s => s.name.startsWith('Snapshot allocated'))", timeout=60_000)
         watch.shot("memory-snapshot")
         assert watch.errors == [], watch.errors
+
+
+def test_trace_view_draws_the_snapshot_under_the_operators(tmp_path, watch):
+    """The Trace view's memory tracks carry the snapshot's allocated curve of the same device
+    (asked for over the window only) beside the trace's own curve."""
+    run = tmp_path / "logdir" / RUN
+    run.mkdir(parents=True)
+    _trace(run / "w.pt.trace.json")
+    fx.write(run / SNAP, fx.cuda_oom())
+    with serving(tmp_path / "logdir", tmp_path / "cache") as base:
+        watch.page.goto(f"{base}/{hash_state(view='Trace', run=RUN)}")
+        want = f"Snapshot allocated ({SNAP}), GPU0"
+        watch.page.wait_for_function(
+            "want => [...document.querySelectorAll('[data-counters]')]"
+            ".some(e => e.getAttribute('data-counters').split('|').includes(want))", arg=want, timeout=60_000)
+        names = watch.page.locator("[data-counters]").first.get_attribute("data-counters").split("|")
+        assert names.index("Memory allocated, GPU0") < names.index(want)
+        watch.shot("trace-snapshot-track")
+        assert watch.errors == [], watch.errors

@@ -20,6 +20,7 @@ import { fmtBytes, fmtCount, fmtDuration } from "../util/format";
 import { parseRange } from "../timeline/rangeSelect";
 import { useTimelineWindow } from "./trace/useWindow";
 import { TraceRanksView } from "./trace/Ranks";
+import { joinableDevice, useSnapshotOverlay } from "./memory/overlay";
 import { windowCounters } from "./trace/counters";
 import { Details, selectionFlows } from "./trace/Details";
 import { RangeStats } from "./trace/RangeStats";
@@ -76,17 +77,23 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
     end_ns: memKey?.end,
     max_points: Math.min(20000, Math.max(10, Math.round((vp?.width ?? 1000) * 2))),
   }, { keepStale: true });
+  // the run's memory snapshot (issue 20) as one more track, under the trace's own curve
+  const snapDevice = joinableDevice(showMem ? mem.data : null);
+  const snap = useSnapshotOverlay(sel, showMem ? mem.data : null, snapDevice, memKey);
   const counters = useMemo<Counter[]>(() => {
     const d = mem.data;
     if (!d || !showMem) return [];
-    return d.devices
+    const own = d.devices
       .filter((dev) => (d.curves[dev] ?? []).length > 0)
       .map((dev) => ({
         name: `Memory allocated, ${dev}`,
         points: d.curves[dev].map((p) => [p.ts_ns, p.allocated] as [number, number | null]),
         format: (v: number) => fmtBytes(v),
       }));
-  }, [mem.data, showMem]);
+    const joined = snap ? [{ name: `${snap.name}, ${snapDevice}`, points: snap.data as [number, number | null][],
+      format: (v: number) => fmtBytes(v) }] : [];
+    return [...own, ...joined];
+  }, [mem.data, showMem, snap, snapDevice]);
 
   // the critical path of step cp (from the Overview's "Show in Trace"), highlighted
   const cpStep = st.cp && /^-?\d+$/.test(st.cp) ? Number(st.cp) : null;

@@ -12,7 +12,7 @@ import { overlaps } from "./overlay";
 import { SnapshotSection } from "./Snapshot";
 import { AllocatorState, OomReportView } from "./SnapshotState";
 import {
-  deviceNumber, fragmentationPct, layoutBands, overlayPoints, poolLabel, toTraceNs, type SnapAllocation, type SnapshotAtReply,
+  deviceNumber, fragmentationPct, layoutBands, overlayPoints, poolLabel, toTraceNs, toWallUs, type SnapAllocation, type SnapshotAtReply,
 } from "./snapshotData";
 
 vi.mock("./SnapshotChart", () => ({
@@ -43,6 +43,12 @@ describe("joining the snapshot to the trace", () => {
     const wall = "1795690252163660018";
     expect(toTraceNs(1795690252163661, wall)).toBe(982);
     expect(toTraceNs(1795690252163660, wall)).toBe(-18);
+  });
+  it("turns a window of the trace back into wall-clock µs (floored)", () => {
+    const wall = "1795690252163660018";
+    expect(toWallUs(982, wall)).toBe(1795690252163661);
+    expect(toWallUs(-18, wall)).toBe(1795690252163660);
+    expect(toWallUs(-19, "0")).toBe(-1);
   });
   it("keeps the points inside the curve, one either side", () => {
     const wall = "1000000000";

@@ -160,6 +160,12 @@ export function toTraceNs(timeUs: number, wallOriginNs: string): number {
   return Number(BigInt(Math.round(timeUs)) * 1000n - origin);
 }
 
+/** ns from the trace's origin as the snapshot's wall-clock µs (toTraceNs's inverse, floored). */
+export function toWallUs(traceNs: number, wallOriginNs: string): number {
+  const ns = BigInt(Math.round(traceNs)) + BigInt(wallOriginNs);
+  return Number((ns >= 0n ? ns : ns - 999n) / 1000n);
+}
+
 /** The snapshot's allocated curve as [trace ns, bytes] points inside the curve's extent
  * (one point either side kept, so the line reaches the edges); [] when they do not overlap. */
 export function overlayPoints(points: SnapPoint[], wallOriginNs: string, extent: [number, number]): [number, number][] {
