@@ -343,6 +343,21 @@ def cuda_basic() -> dict:
     return _snapshot([d0, d1], annotations=ann)
 
 
+WRAP_KEEP = 25  # device 0's ring in cuda_wrapped holds the last 25 of cuda_basic's 45 entries
+
+
+def cuda_wrapped() -> dict:
+    """cuda_basic recorded with ``_record_memory_history(max_entries=25)`` on device 0: the
+    allocator's ring buffer (c10/cuda/CUDACachingAllocator.cpp, RingBuffer: the oldest entries
+    are overwritten, ``_snapshot`` returns the rest oldest first) kept only the last 25. The
+    history then opens on a free_completed whose free_requested is gone, frees of blocks
+    allocated before it, and a segment_free of a segment it never saw mapped; the segments
+    (the allocator's state at the end) are whole."""
+    snap = cuda_basic()
+    snap["device_traces"][0] = snap["device_traces"][0][-WRAP_KEEP:]
+    return snap
+
+
 OOM_REQUEST = 10 * MB
 OOM_DEVICE_FREE = 6 * MB
 
@@ -414,7 +429,7 @@ def _cpu_profile_recorded() -> dict:
 
 
 FIXTURES = {"cuda_basic": cuda_basic, "cuda_oom": cuda_oom, "cuda_expandable": cuda_expandable,
-            "cpu_profile": cpu_profile}
+            "cuda_wrapped": cuda_wrapped, "cpu_profile": cpu_profile}
 
 
 def write(path: str | Path, snap: dict, protocol: int = 4) -> Path:

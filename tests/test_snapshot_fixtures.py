@@ -29,7 +29,7 @@ def test_torch_segsum_accepts(snaps, name):
     assert f"segments: {len(snaps[name]['segments'])}" in out
 
 
-@pytest.mark.parametrize("name", CUDA)
+@pytest.mark.parametrize("name", (*CUDA, "cuda_wrapped"))
 def test_torch_trace_accepts(snaps, name):
     out = _memory_viz.trace(snaps[name])
     for i, entries in enumerate(snaps[name]["device_traces"]):

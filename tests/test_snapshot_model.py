@@ -313,3 +313,21 @@ def test_entries_by_device_counts_the_history(built):
     want = {int(d): int((dev == d).sum()) for d in np.unique(dev)}
     assert snap.entries_by_device() == want
     assert snap.default_device() == max(want, key=lambda d: (want[d], -d))
+
+
+def test_wrapped_history_is_the_whole_historys_tail(built):
+    """A ring that wrapped (cuda_wrapped: cuda_basic's last WRAP_KEEP entries of device 0)
+    replays to the same bytes, entry for entry, as the whole history does over those entries:
+    what was live before it is taken from the segments, not assumed empty."""
+    whole = built["cuda_basic"][2].device_history(0)
+    wrapped = built["cuda_wrapped"][2].device_history(0)
+    assert wrapped.n == F.WRAP_KEEP < whole.n
+    tail = slice(whole.n - F.WRAP_KEEP, whole.n)
+    np.testing.assert_array_equal(wrapped.allocated, whole.allocated[tail])
+    np.testing.assert_array_equal(wrapped.time_us, whole.time_us[tail])
+    # the 12.5 MB block freed early was allocated before the history: no start, and the free's
+    # stack stands for it (MemoryViz.js draws such a block from its free event's frames)
+    first_free = int(np.flatnonzero((wrapped.start == -1) & (wrapped.size == 12_500_000))[0])
+    frames = built["cuda_wrapped"][2].stack(int(wrapped.stack[first_free]))
+    assert [f["name"] for f in frames] == [f["name"] for f in F.stacks()["free"]]
+    assert built["cuda_wrapped"][2].summary()["peak_allocated_by_device"]["0"] == int(whole.allocated[tail].max())
