@@ -196,3 +196,31 @@ def test_operator_at_a_snapshot_time(client):
     later = ok(client, base + str(fx.T0_US + 5000))
     assert not later["covers"] and later["operator"] is None
     assert get(client, f"snapshot/operator?run={RUN}").status_code == 400
+
+
+def test_kept_snapshots_count_against_the_memory_cap(logdir, tmp_path):
+    """--memory-mb holds the snapshots the routes keep with the traces: status counts their
+    bytes (Snapshot.nbytes), and under a cap smaller than two snapshots only the newest stays."""
+    def serve(memory_bytes):
+        state = ProfilerState(str(logdir), reload_s=3600, cache_dir=str(tmp_path / "cache"),
+                              memory_bytes=memory_bytes)
+        app = ProfilerApp(state, standalone=True)
+        state.start()
+        assert state.wait_scanned(60)
+        return state, app, Client(app)
+
+    sizes = {n: load_snapshot(logdir / RUN / n, cache_dir=tmp_path / "cache").nbytes() for n in ("basic.pickle", "oom.pkl")}
+    assert all(s > 0 for s in sizes.values())
+    for cap, kept in ((1 << 30, 2), (max(sizes.values()) + 1, 1)):
+        state, app, client = serve(cap)
+        try:
+            for name in ("basic.pickle", "oom.pkl"):
+                ok(client, f"snapshot/summary?run={RUN}&snapshot={name}")
+            mem = ok(client, "status")["memory"]
+            assert mem["snapshots_in_memory"] == kept
+            want = sizes["oom.pkl"] + (sizes["basic.pickle"] if kept == 2 else 0)
+            assert mem["snapshot_bytes"] == want   # both opened from the same cache entries
+            assert mem["used_bytes"] >= mem["snapshot_bytes"]
+        finally:
+            state.stop()
+            app.close()

@@ -156,6 +156,8 @@ class Loading:
         self._lru: "OrderedDict[str, tuple[Any, int, int]]" = OrderedDict()  # path -> (trace, bytes, handles)
         self._lru_bytes = 0
         self._lru_handles = 0
+        self.snapshot_bytes = 0     # what the snapshot routes keep (views_snapshot.SnapshotCache), same cap
+        self.snapshots_in_memory = 0
         self.max_handles = handle_budget()
         self._queue: "queue.PriorityQueue[tuple]" = queue.PriorityQueue()
         self._seq = itertools.count()
@@ -264,7 +266,8 @@ class Loading:
         self._lru_bytes += size
         self._lru_handles += handles
         self.lru_loads += 1
-        while (self._lru_bytes > self.memory_bytes or self._lru_handles > self.max_handles) and len(self._lru) > 1:
+        while ((self._lru_bytes + self.snapshot_bytes > self.memory_bytes or self._lru_handles > self.max_handles)
+               and len(self._lru) > 1):
             self._evict(next(iter(self._lru)))
         self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
 
@@ -284,9 +287,20 @@ class Loading:
             self._lru[path] = (t, size + extra, handles)
             self._lru_bytes += extra
             self._memo_counted[path] = kept
-            while self._lru_bytes > self.memory_bytes and len(self._lru) > 1:  # the others, oldest first
+            while self._lru_bytes + self.snapshot_bytes > self.memory_bytes and len(self._lru) > 1:  # the others
                 self._evict(next(p for p in self._lru if p != path))
             self.lru_peak_bytes = max(self.lru_peak_bytes, self._lru_bytes)
+
+    @property
+    def trace_bytes(self) -> int:
+        """Bytes the traces' LRU holds (its count, as --memory-mb caps it)."""
+        return self._lru_bytes
+
+    def note_snapshot_bytes(self, size: int, count: int) -> None:
+        """What the snapshot routes now keep: counted with the traces against the cap."""
+        with self._lock:
+            self.snapshot_bytes, self.snapshots_in_memory = int(size), int(count)
+            self.changes += 1
 
     def _evict(self, path: str) -> None:
         self._memo_counted.pop(path, None)

@@ -532,9 +532,10 @@ class ProfilerState(Loading):
             runs_info = [(r.name, r.name in self._multi) for r in self._runs]
             found, root = list(self._discovery_skipped), self._root
             head = {"loading": self.loading, "scanned_at": self._scanned_at, "scan_error": self._scan_error}
-            memory = {"used_bytes": self._lru_bytes, "cap_bytes": self.memory_bytes,
+            memory = {"used_bytes": self._lru_bytes + self.snapshot_bytes, "cap_bytes": self.memory_bytes,
                       "traces_in_memory": len(self._lru), "traces_loaded": self.lru_loads,
-                      "peak_bytes": self.lru_peak_bytes}
+                      "peak_bytes": max(self.lru_peak_bytes, self._lru_bytes + self.snapshot_bytes),
+                      "snapshot_bytes": self.snapshot_bytes, "snapshots_in_memory": self.snapshots_in_memory}
         by_run: dict[str, list[_Snap]] = {}
         for f in files:
             by_run.setdefault(f.run, []).append(f)

@@ -7,7 +7,9 @@ accepted (``ProfilerState.run_snapshots``), so no query can name a file of its o
 outside the logdir, nothing discovery did not list as a snapshot.  Each snapshot file is
 loaded once per version (path, size, mtime, tag) through ``tb_profiler.load_snapshot`` (its
 on-disk cache, the server's cache settings) on the app's pool, one load at a time per file,
-and the last SNAPSHOTS_KEPT stay in memory; a file that cannot be read is remembered with its
+and the last SNAPSHOTS_KEPT stay in memory, their bytes counted against the server's memory
+cap (--memory-mb) with the traces it holds (older snapshots go first while the two together
+are over it, the newest one always kept); a file that cannot be read is remembered with its
 reason (until it changes), so a hostile or broken pickle is refused, clearly, every time
 without being read again. Every reply is bounded (MAX_* below) and goes through the app's
 response cache.
@@ -48,27 +50,44 @@ class SnapshotError(Exception):
 
 # -- loading, once per version of a file --------------------------------------------------
 class SnapshotCache:
-    """The last SNAPSHOTS_KEPT loaded snapshots and the last FAILED_KEPT failures, by file version."""
+    """The last SNAPSHOTS_KEPT loaded snapshots and the last FAILED_KEPT failures, by file
+    version. ``held`` (the state's held_bytes) says what the server holds besides; the kept
+    snapshots' bytes go to ``note`` (the state's note_snapshot_bytes) so the traces' LRU and
+    the status count them too."""
 
-    def __init__(self) -> None:
+    def __init__(self, held: Callable[[], int] | None = None, cap: Callable[[], int] | None = None,
+                 note: Callable[[int, int], None] | None = None) -> None:
         self._lock = threading.Lock()
-        self._kept: "OrderedDict[tuple, Any]" = OrderedDict()
+        self._kept: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
         self._failed: "OrderedDict[tuple, str]" = OrderedDict()
+        self._held, self._cap, self._note = held, cap, note
+        self.bytes = 0
 
     def get(self, key: tuple) -> Any:
         with self._lock:
             if key in self._failed:
                 raise SnapshotError(self._failed[key])
-            snap = self._kept.get(key)
-            if snap is not None:
-                self._kept.move_to_end(key)
-            return snap
+            item = self._kept.get(key)
+            if item is None:
+                return None
+            self._kept.move_to_end(key)
+            return item[0]
 
     def put(self, key: tuple, snap: Any) -> None:
+        size = int(snap.nbytes()) if hasattr(snap, "nbytes") else 0
         with self._lock:
-            self._kept[key] = snap
-            while len(self._kept) > SNAPSHOTS_KEPT:
-                self._kept.popitem(last=False)
+            old = self._kept.pop(key, None)
+            self.bytes += size - (old[1] if old else 0)
+            self._kept[key] = (snap, size)
+            while len(self._kept) > 1 and (len(self._kept) > SNAPSHOTS_KEPT or self._over()):
+                self.bytes -= self._kept.popitem(last=False)[1][1]
+            if self._note is not None:
+                self._note(self.bytes, len(self._kept))
+
+    def _over(self) -> bool:
+        if self._held is None or self._cap is None:
+            return False
+        return self.bytes + self._held() > self._cap()
 
     def fail(self, key: tuple, reason: str) -> None:
         with self._lock:
@@ -244,7 +263,9 @@ class SnapshotRoutes:
 
     def __init__(self, app) -> None:
         self.app = app
-        self.cache = SnapshotCache()
+        st = app.state
+        self.cache = SnapshotCache(held=lambda: st.trace_bytes, cap=lambda: st.memory_bytes,
+                                   note=st.note_snapshot_bytes)
 
     def _file(self, p) -> tuple[str, Any]:
         """(shown name, SnapshotFile) that run + snapshot name: one discovery found, else 404."""

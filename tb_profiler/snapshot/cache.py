@@ -162,6 +162,7 @@ def load_snapshot(path: str | os.PathLike, *, cache: bool = True, cache_dir: str
         if hit is not None and replays is not None and _check(hit.arrays, len(hit.strings)):
             snap = Snapshot(_Columns(hit.arrays, hit.strings, hit.meta), source=path)
             snap._hist.update(replays)
+            snap.hist_in_columns = set(replays)
             snap.cache_path = entry_file
             snap.load_seconds = time.perf_counter() - t0
             return snap

@@ -46,6 +46,7 @@ class Snapshot:
         self.strings = columns.strings
         self._hist: dict[int, DeviceHistory] = {}
         self._entries_by_device: dict[int, int] | None = None
+        self.hist_in_columns: set[int] = set()  # devices whose replay is part of the columns (a cache entry's)
         self.load_seconds = 0.0
 
     # -- basics ------------------------------------------------------------------------------
@@ -98,6 +99,21 @@ class Snapshot:
         if d is None:
             raise ValueError(f"{self.source or 'snapshot'}: no device has history or segments")
         return d
+
+    def nbytes(self) -> int:
+        """Bytes this snapshot holds: its columns (a cache entry's arrays, replays included,
+        or the reader's), the histories replayed since, the strings. The server counts it
+        against --memory-mb as it counts traces."""
+        cols = self.columns
+        own = getattr(getattr(cols, "_arrays", None), "nbytes", None)
+        if callable(own):
+            total = own()
+        else:
+            total = sum(a.nbytes for t in cols.tables.values() for a in t.values())
+            total += cols.stack_offsets.nbytes + cols.stack_frames.nbytes
+        fresh = [h for d, h in self._hist.items() if d not in self.hist_in_columns]
+        total += sum(getattr(h, f).nbytes for h in fresh for f in vars(h) if isinstance(getattr(h, f), np.ndarray))
+        return int(total + sum(len(str(x)) + 56 for x in self.strings))
 
     def _text(self, sid: int) -> str | None:
         return None if sid < 0 or sid >= len(self.strings) else str(self.strings[sid])
