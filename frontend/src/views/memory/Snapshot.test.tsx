@@ -12,7 +12,7 @@ import { overlaps } from "./overlay";
 import { SnapshotSection } from "./Snapshot";
 import { AllocatorState, OomReportView } from "./SnapshotState";
 import {
-  deviceNumber, fragmentationPct, layoutBands, overlayPoints, poolLabel, toTraceNs, toWallUs, type SnapAllocation, type SnapshotAtReply,
+  bandOutline, deviceNumber, fragmentationPct, layoutBands, overlayPoints, poolLabel, toTraceNs, toWallUs, type Band, type SnapAllocation, type SnapshotAtReply,
 } from "./snapshotData";
 
 vi.mock("./SnapshotChart", () => ({
@@ -23,18 +23,38 @@ const MB = 1 << 20;
 const alloc = (size: number, s: number, e: number | null, stack = 0): SnapAllocation => ({ addr: "0x7f0000000000", size, stream: 0, start_us: s, end_us: e, stack });
 
 describe("allocation bands", () => {
-  it("never overlap while both are live, and start at 0 when nothing else is", () => {
-    const allocs = [alloc(2 * MB, 0, 10), alloc(MB, 2, 5), alloc(4 * MB, 6, null), alloc(MB, 11, 12), alloc(3 * MB, 3, 8)];
+  /** A band's bottom at time x (ns), from its steps. */
+  const bottomAt = (b: Band, x: number) => b.steps.filter((p) => p[0] <= x).slice(-1)[0][1];
+
+  it("stack as memory_viz stacks them: the live bands tile [0, their total] at every time", () => {
+    const allocs = [alloc(2 * MB, 0, 10), alloc(MB, 2, 5), alloc(4 * MB, 6, null), alloc(MB, 11, 12), alloc(3 * MB, 3, 8),
+      alloc(MB / 2, null as unknown as number, 7)];
+    allocs[5].start_us = null; // allocated before the history
     const bands = layoutBands(allocs, 0, 20);
-    expect(bands).toHaveLength(5);
-    for (const a of bands) for (const b of bands) {
-      if (a === b) continue;
-      const time = a.x0 < b.x1 && b.x0 < a.x1;
-      const space = a.y0 < b.y1 && b.y0 < a.y1;
-      expect(time && space).toBe(false);
+    expect(bands).toHaveLength(6);
+    for (let t = 0; t < 20; t += 0.5) {
+      const x = t * 1000;
+      const live = bands.filter((b) => b.x0 <= x && x < b.x1).map((b) => [bottomAt(b, x), bottomAt(b, x) + b.alloc.size]).sort((p, q) => p[0] - q[0]);
+      let top = 0;
+      for (const [lo, hi] of live) { expect(lo).toBe(top); top = hi; }
+      expect(top).toBe(live.length ? allocs.filter((a) => (a.start_us ?? 0) <= t && t < (a.end_us ?? 20)).reduce((n, a) => n + a.size, 0) : 0);
     }
-    expect(bands.find((b) => b.alloc.start_us === 11)!.y0).toBe(0); // everything before it was freed
+    const pre = bands.find((b) => b.alloc.start_us === null)!;
+    expect(pre.x0).toBe(0);
+    expect(bottomAt(pre, 0)).toBe(0);                     // under everything allocated later
+    const first = bands.find((b) => b.alloc.start_us === 0)!;
+    expect(bottomAt(first, 0)).toBe(MB / 2);
+    expect(bottomAt(first, 7000)).toBe(0);                // dropped when the one under it was freed
+    expect(bands.find((b) => b.alloc.start_us === 11)!.steps[0][1]).toBe(4 * MB); // on top of the live 4 MiB
     expect(bands.find((b) => b.alloc.end_us === null)!.x1).toBe(20_000); // still live: to the end (ns)
+  });
+
+  it("outline a band with its steps down and its top a size above", () => {
+    const [low, high] = layoutBands([alloc(MB, 0, 4), alloc(2 * MB, 1, 6)], 0, 10);
+    expect(low.steps).toEqual([[0, 0]]);
+    expect(high.steps).toEqual([[1000, MB], [4000, 0]]);
+    expect(bandOutline(high)).toEqual([[1000, MB], [4000, MB], [4000, 0], [6000, 0],
+      [6000, 2 * MB], [4000, 2 * MB], [4000, 3 * MB], [1000, 3 * MB]]);
   });
 });
 

@@ -1,6 +1,7 @@
 // The snapshot's "Active memory over time" (memory_viz's main plot): the allocated (and
 // reserved) bytes of one device from the allocator's history, each allocation of the window
-// a band (hover: its size and stack; click: select it), the peak marked; zoom with the
+// a band stacked as memory_viz stacks them (layoutBands; hover: its size and stack; click:
+// select it), the peak marked; zoom with the
 // wheel or the slider, pan by dragging. The window zoomed to is reported (onWindow, after
 // the drag rests) so the section asks the server for that window's allocations.
 
@@ -10,7 +11,7 @@ import { escapeHtml, nameHtml, tooltipLine } from "../../util/escape";
 import { fmtBytes, fmtDuration } from "../../util/format";
 import { extentOf, niceAxis, valueAxis } from "../../util/ticks";
 import { nameColor } from "../../timeline/colors";
-import { layoutBands, topFrame, type Band, type SnapAllocation, type SnapshotTimelineReply } from "./snapshotData";
+import { bandOutline, layoutBands, topFrame, type Band, type SnapAllocation, type SnapshotTimelineReply } from "./snapshotData";
 
 interface Props {
   d: SnapshotTimelineReply;
@@ -68,10 +69,11 @@ export function SnapshotChart({ d, t0Us, endUs, dark, onSelect, onWindow, win }:
         {
           name: "Allocations",
           type: "custom",
-          renderItem: (_params: any, api: any) => {
-            const lo = api.coord([api.value(0), api.value(2)]);
-            const hi = api.coord([api.value(1), api.value(3)]);
-            return { type: "rect", shape: { x: lo[0], y: hi[1], width: Math.max(1, hi[0] - lo[0]), height: Math.max(1, lo[1] - hi[1]) }, style: { fill: api.visual("color"), stroke: dark ? "#222" : "#fff", lineWidth: 0.3 } };
+          // memory_viz's stacked bands: a polygon whose bottom steps down as allocations under it are freed
+          renderItem: (params: any, api: any) => {
+            const b = bands[params.dataIndex];
+            const points = bandOutline(b).map((p) => api.coord(p));
+            return { type: "polygon", shape: { points }, style: { fill: api.visual("color"), stroke: dark ? "#222" : "#fff", lineWidth: 0.3 } };
           },
           encode: { x: [0, 1], y: [2, 3] },
           data: bands.map((b) => ({ value: [b.x0, b.x1, b.y0, b.y1], itemStyle: { color: nameColor(topFrame(d.stacks[String(b.alloc.stack)]) || String(b.alloc.stack), dark) } })),

@@ -111,37 +111,72 @@ export interface SnapshotOperatorReply {
   operator: { name: string; i: number; start_ns: number; dur_ns: number; tid: number | string | null } | null;
 }
 
-/** An allocation drawn as a band: [x0, x1] in the chart's time (ns from the snapshot's
- * first time), [y0, y1] in bytes. */
-export interface Band { x0: number; x1: number; y0: number; y1: number; alloc: SnapAllocation }
+/** An allocation drawn as a band: from x0 to x1 in the chart's time (ns from the
+ * snapshot's first time), `size` bytes tall, its bottom at `steps[k][1]` from `steps[k][0]`
+ * on (the bottom drops as allocations under it are freed); [y0, y1] is the span it ever
+ * covers (for the axis). */
+export interface Band { x0: number; x1: number; y0: number; y1: number; steps: [number, number][]; alloc: SnapAllocation }
 
 /**
- * Bands for the allocations: each at the lowest height where it overlaps no band placed
- * before it during its lifetime (first fit, in allocation order), so no two bands cover
- * each other; one still live runs to `endUs`. A picture of who held memory when, not of
- * addresses (memory_viz compacts bands as others free; the top of these can sit above
- * the allocated curve where the picture leaves gaps). x is (time - t0Us) * scale: ns from
- * `t0Us` for µs times, the entry index itself (scale 1) for a history without times.
+ * Bands for the allocations as memory_viz's Active Memory Timeline stacks them
+ * (MemoryViz.js, process_alloc_data): each new allocation goes on top of those live, and
+ * when one is freed every band above it drops by its size, so the live bands always tile
+ * [0, their total] with no gap and no overlap. An allocation made before the history (no
+ * start) is live from the start, under the others; one still live runs to `endUs`. x is
+ * (time - t0Us) * scale: ns from `t0Us` for µs times, the entry index itself (scale 1) for
+ * a history without times. The bands are the allocations sent (the window's largest): the
+ * gap between their top and the allocated curve is the smaller ones.
  */
 export function layoutBands(allocs: SnapAllocation[], t0Us: number, endUs: number, scale = 1000): Band[] {
   const items = allocs
-    .filter((a) => a.start_us !== null && a.size > 0)
-    .map((a) => ({ a, s: a.start_us as number, e: a.end_us ?? endUs }))
-    .sort((p, q) => p.s - q.s || q.a.size - p.a.size);
-  const active: { y0: number; y1: number; e: number }[] = [];
-  const out: Band[] = [];
-  for (const { a, s, e } of items) {
-    for (let i = active.length - 1; i >= 0; i--) if (active[i].e <= s) active.splice(i, 1);
-    active.sort((p, q) => p.y0 - q.y0);
-    let y = 0;
-    for (const r of active) {
-      if (r.y0 - y >= a.size) break;
-      y = Math.max(y, r.y1);
+    .filter((a) => a.size > 0)
+    .map((a) => ({ a, s: a.start_us ?? t0Us, e: Math.max(a.end_us ?? endUs, a.start_us ?? t0Us), pre: a.start_us === null }))
+    .sort((p, q) => Number(q.pre) - Number(p.pre) || p.s - q.s || q.a.size - p.a.size);
+  // events in time order, frees before allocations at the same time (the space is reused)
+  const ev: [number, number, number][] = []; // [time, 0 free | 1 alloc, item]
+  items.forEach((it, i) => { ev.push([it.s, 1, i]); if (it.a.end_us !== null) ev.push([it.e, 0, i]); });
+  ev.sort((p, q) => p[0] - q[0] || p[1] - q[1] || p[2] - q[2]);
+  const x = (t: number) => (t - t0Us) * scale;
+  const bottom = new Array<number>(items.length).fill(0);
+  const steps: [number, number][][] = items.map(() => []);
+  const high = new Array<number>(items.length).fill(0);
+  const live: number[] = [];
+  let total = 0;
+  for (const [t, kind, i] of ev) {
+    if (kind === 1) {
+      bottom[i] = total;
+      high[i] = total;
+      total += items[i].a.size;
+      live.push(i);
+      steps[i].push([x(t), bottom[i]]);
+      continue;
     }
-    active.push({ y0: y, y1: y + a.size, e });
-    out.push({ x0: (s - t0Us) * scale, x1: (Math.max(e, s) - t0Us) * scale, y0: y, y1: y + a.size, alloc: a });
+    const k = live.indexOf(i);
+    if (k < 0) continue;
+    live.splice(k, 1);
+    total -= items[i].a.size;
+    for (let j = k; j < live.length; j++) {
+      const m = live[j];
+      bottom[m] -= items[i].a.size;
+      const last = steps[m][steps[m].length - 1];
+      if (last[0] === x(t)) last[1] = bottom[m];
+      else steps[m].push([x(t), bottom[m]]);
+    }
   }
-  return out;
+  return items.map((it, i) => ({
+    x0: x(it.s), x1: x(it.e), y0: Math.min(...steps[i].map((p) => p[1])), y1: high[i] + it.a.size, steps: steps[i], alloc: it.a,
+  }));
+}
+
+/** The outline of a band (steps of its bottom, its top `size` above) as [x, bytes] points. */
+export function bandOutline(b: Band): [number, number][] {
+  const low: [number, number][] = [];
+  b.steps.forEach(([sx, y], k) => {
+    const next = k + 1 < b.steps.length ? b.steps[k + 1][0] : b.x1;
+    low.push([sx, y], [next, y]);
+  });
+  const size = b.alloc.size;
+  return [...low, ...low.slice().reverse().map(([px, y]) => [px, y + size] as [number, number])];
 }
 
 /** The snapshot device a Memory curve's device names ("GPU0", "cuda:1" -> 0, 1): its
