@@ -30,12 +30,36 @@ def setup(seed: int = 0, threads: int = 1) -> None:
     torch.set_num_threads(threads)
 
 
-def profiler(run_dir: str, worker_name: str | None = None, use_gzip: bool = False):
-    """A ``torch.profiler.profile`` writing one trace per cycle into ``run_dir``."""
+def with_snapshot(handler):
+    """``handler`` (an on_trace_ready) that also pickles the cycle's memory as an allocator
+    snapshot beside the trace (``{trace name}.memory_snapshot.pickle``): torch's own
+    ``torch.cuda._memory_viz._profile_to_snapshot(prof)``, the format of
+    ``torch.cuda.memory._dump_snapshot`` with the CPU as its last device. The Memory view's
+    Snapshot section reads it (issue 20). A run on a GPU would record the allocator itself
+    (``torch.cuda.memory._record_memory_history()``); on this CPU build that is the way to
+    one."""
+    import pickle
+
+    from torch.cuda import _memory_viz
+
+    def on_trace_ready(prof) -> str:
+        path = handler(prof)
+        stem = path.split(".pt.trace.json")[0]
+        with open(f"{stem}.memory_snapshot.pickle", "wb") as f:
+            pickle.dump(_memory_viz._profile_to_snapshot(prof), f, protocol=4)
+        return path
+
+    return on_trace_ready
+
+
+def profiler(run_dir: str, worker_name: str | None = None, use_gzip: bool = False, snapshot: bool = False):
+    """A ``torch.profiler.profile`` writing one trace per cycle into ``run_dir`` (and with
+    ``snapshot``, the cycle's memory as an allocator snapshot beside it: with_snapshot)."""
+    handler = tensorboard_trace_handler(run_dir, worker_name=worker_name, use_gzip=use_gzip)
     return torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU],
         schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=REPEAT),
-        on_trace_ready=tensorboard_trace_handler(run_dir, worker_name=worker_name, use_gzip=use_gzip),
+        on_trace_ready=with_snapshot(handler) if snapshot else handler,
         record_shapes=True,
         profile_memory=True,
         with_stack=True,

@@ -41,7 +41,7 @@ def run(logdir: str, use_gzip: bool = False) -> list[str]:
     g = torch.Generator().manual_seed(1)
     data = torch.randint(0, VOCAB, (_common.STEPS, BATCH, SEQ + 1), generator=g)
     model.train()
-    with _common.profiler(run_dir, worker_name="transformer", use_gzip=use_gzip) as prof:
+    with _common.profiler(run_dir, worker_name="transformer", use_gzip=use_gzip, snapshot=True) as prof:
         for batch in data:
             inputs, targets = batch[:, :-1], batch[:, 1:]
             logits = model(inputs)
