@@ -576,7 +576,15 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
     where they are lists of items; totals whole)."""
     from tb_profiler.analysis.jsonable import to_jsonable
 
-    doc: dict = {"path": trace.source}
+    from tb_profiler.analysis.diagnosis import diagnosis
+
+    d = diagnosis(trace)
+    origin = int(trace.span[0]) if len(trace.events) else 0
+    rng = d["evidence"].get("time_range_ns")
+    doc: dict = {"path": trace.source, "verdict": to_jsonable({
+        "finding": d["sentence"], "bound_by": d["bound_by"], "label": d["label"], "figures": d["figures"],
+        "evidence": {**d["evidence"], "path": trace.source,
+                     "time_range_ns": [rng[0] - origin, rng[1] - origin] if rng else None}})}
     if "idle" in only:
         idle = trace.idle(kernel_wait_ns=kernel_wait_ns)
         doc["idle"] = to_jsonable({k: v for k, v in idle.items() if k != "gaps"})
@@ -615,6 +623,9 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
 
 def _print_why(doc: dict) -> None:
     print(doc["path"])
+    v = doc.get("verdict")
+    if v is not None:
+        print(f"  verdict      {v['label']}: {v['finding']}")
     idle = doc.get("idle")
     if idle is not None:
         totals = [r for r in idle["devices"] if r["step"] == -1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 import snapshot_fixtures as fx
-from browser_support import API, get_json, hash_state, serving
+from browser_support import API, get_json, hash_state, serving, wait_js
 from test_browser_views import card
 
 RUN = "job"
@@ -90,9 +90,8 @@ def test_trace_view_draws_the_snapshot_under_the_operators(tmp_path, watch):
     with serving(tmp_path / "logdir", tmp_path / "cache") as base:
         watch.page.goto(f"{base}/{hash_state(view='Trace', run=RUN)}")
         want = f"Snapshot allocated ({SNAP}), GPU0"
-        watch.page.wait_for_function(
-            "want => [...document.querySelectorAll('[data-counters]')]"
-            ".some(e => e.getAttribute('data-counters').split('|').includes(want))", arg=want, timeout=60_000)
+        wait_js(watch.page, "() => [...document.querySelectorAll('[data-counters]')]"
+                f".some(e => e.getAttribute('data-counters').split('|').includes({json.dumps(want)}))", 60)
         names = watch.page.locator("[data-counters]").first.get_attribute("data-counters").split("|")
         assert names.index("Memory allocated, GPU0") < names.index(want)
         watch.shot("trace-snapshot-track")

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis import breakdown as bd
+from tb_profiler.analysis.diagnosis import diagnosis
 from tb_profiler.analysis.gpu import device_summary, window
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.recommendations import recommendations
@@ -26,7 +27,8 @@ def overview(trace, records: bool = False) -> dict:
     """The overview of one trace.
 
     Returns {"device_word", "steps", "breakdown", "devices", "recommendations",
-    "summary", "notes"}: steps, breakdown["ns"], breakdown["pct"] and devices are
+    "diagnosis" (analysis.diagnosis: what bounds the step, in one sentence), "summary",
+    "notes"}: steps, breakdown["ns"], breakdown["pct"] and devices are
     DataFrames (lists of plain dicts with ``records=True``, ready for JSON);
     breakdown["labels"] maps category to its display name in priority order; summary
     holds step_time_avg_ns, num_steps, the average breakdown and the main device numbers,
@@ -52,6 +54,7 @@ def _overview(trace) -> dict:
         "breakdown": {"ns": ns, "pct": pct, "labels": dict(bd.LABELS)},
         "devices": devices,
         "recommendations": recommendations(trace),
+        "diagnosis": diagnosis(trace),
         "summary": _summary(trace, info, ns, pct, devices),
         "notes": _notes(trace, info, devices),
     }
@@ -119,6 +122,7 @@ def to_records(out: dict) -> dict:
     res["devices"] = frame(out["devices"])
     res["breakdown"] = {"ns": frame(out["breakdown"]["ns"]), "pct": frame(out["breakdown"]["pct"]),
                         "labels": out["breakdown"]["labels"]}
+    res["diagnosis"] = _plain(out["diagnosis"])
     res["recommendations"] = [{**r, "evidence": {k: _plain(v) for k, v in r["evidence"].items()}}
                               for r in out["recommendations"]]
     return res

@@ -2,6 +2,7 @@
 // timestamps relative to the trace origin (origin_ns, a decimal string, is absolute);
 // percentages 0..100; null = not available. Names are untrusted text.
 
+import type { Diagnosis } from "./diagnosis";
 import type { SourceFrame } from "../util/frames";
 
 export interface LoadingReply {
@@ -111,6 +112,7 @@ export interface OverviewReply {
   breakdown: { labels: Record<string, string>; ns: BreakdownRow[]; pct: BreakdownRow[] };
   devices: DeviceRow[];
   recommendations: Recommendation[];
+  diagnosis?: Diagnosis;
   summary: {
     num_steps: number;
     step_time_avg_ns: number | null;

@@ -1,9 +1,11 @@
-// Overview: the step-time breakdown per step and on average, the headline numbers,
-// the device summary, recommendations, and the steps.
+// Overview: the headline numbers and what bounds the step (the diagnosis) first, then the
+// recommendations, then the evidence: the step-time breakdown per step and on average, the
+// "why" sections, the device summary and the steps.
 
 import { useMemo } from "react";
 import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
+import type { Diagnosis } from "../api/diagnosis";
 import type { DeviceRow, OverviewReply, Recommendation, Step } from "../api/types";
 import { Chart, PALETTE, TOOLTIP_BASE, axisTooltip, pieTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
@@ -11,6 +13,7 @@ import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/co
 import { Name } from "../components/Name";
 import { Caveat } from "../components/TrustBadge";
 import { setState } from "../state/store";
+import type { ViewId } from "../state/url";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
 import { stackedExtent, valueAxis } from "../util/ticks";
 import { AnnotationsSection } from "./why/Annotations";
@@ -102,6 +105,25 @@ export function RecommendationList({ recs }: { recs: Recommendation[] }) {
   );
 }
 
+/** The diagnosis under the cards (analysis/diagnosis.py's sentence) and where its figures are. */
+function DiagnosisLine({ d }: { d: Diagnosis }) {
+  const view = d.evidence.view;
+  const go = () => {
+    if (view && view !== "Overview") { setState({ view: view as ViewId }); return; }
+    const title = d.evidence.section;
+    const el = title ? [...document.querySelectorAll<HTMLElement>(".card-head h2")].find((h) => h.textContent?.trim().startsWith(title)) : null;
+    el?.scrollIntoView({ behavior: "smooth", block: "start" });
+  };
+  return (
+    <p className="diagnosis" aria-label="Diagnosis">
+      <strong>{d.label}:</strong> <Name text={d.sentence} />
+      {(view && view !== "Overview") || d.evidence.section ? (
+        <> <button type="button" className="small link" onClick={go}>{view && view !== "Overview" ? `Open the ${view} view` : `See ${d.evidence.section}`}</button></>
+      ) : null}
+    </p>
+  );
+}
+
 /** What the device sections call the trace's accelerator ("GPU", "XPU", ...); "Device" on a
  * CPU-only trace, whose device_word is "CPU": whether there is one is device_kinds, not the word. */
 export function acceleratorWord(d: Pick<OverviewReply, "device_word" | "device_kinds"> | null | undefined): string {
@@ -144,13 +166,19 @@ export function OverviewView({ sel, dark }: ViewProps) {
               {d.devices.map((dev) => (
                 <Stat key={dev.device} label={`${dev.word ?? dw} ${dev.device} utilization`} value={fmtPct(dev.utilization_pct)} />
               ))}
-              {Object.entries(s.average_pct)
-                .sort((a, b) => b[1] - a[1])
-                .slice(0, 3)
-                .map(([k, v]) => (
-                  <Stat key={k} label={`${d.breakdown.labels[k] ?? k} share, per step`} value={fmtPct(v)} hint="Of the average step (each ns counted once, by priority)" />
-                ))}
+              {d.diagnosis && d.diagnosis.bound_by !== "none" && (
+                <Stat label="Bound by" value={d.diagnosis.label} hint="What the step waits on most (the diagnosis below says why)" />
+              )}
+              {d.diagnosis?.figures.largest && (
+                <Stat label={`Largest ${d.diagnosis.bound_by === "host" ? "host " : ""}cost, per step`}
+                  value={`${d.diagnosis.figures.largest.label} ${fmtDuration(d.diagnosis.figures.largest.ns_per_step)}`}
+                  hint="Of the average step (each ns counted once, by priority)" />
+              )}
             </div>
+            {d.diagnosis && <DiagnosisLine d={d.diagnosis} />}
+            <Section title="Recommendations">
+              <RecommendationList recs={d.recommendations} />
+            </Section>
             <Section title="Step time breakdown, per step">
               <BreakdownCharts data={d} dark={dark} />
             </Section>
@@ -164,20 +192,15 @@ export function OverviewView({ sel, dark }: ViewProps) {
               <CriticalPathSection sel={sel} dark={dark} />
             </Section>
             <AnnotationsSection sel={sel} deviceWord={dw} />
-            <div className="grid-1-1">
-              <Section title="Configuration">
-                <KeyValues
-                  items={[
-                    ...d.environments.map((e): [string, string] => [e.title, e.value]),
-                    ...(d.origin_ns ? [["Trace start", fmtWallTime(d.wall_origin_ns ?? d.origin_ns, 0)] as [string, string]] : []),
-                    ...(s.steps_span_ns ? [["Steps span", fmtDuration(s.steps_span_ns)] as [string, string]] : []),
-                  ]}
-                />
-              </Section>
-              <Section title="Recommendations">
-                <RecommendationList recs={d.recommendations} />
-              </Section>
-            </div>
+            <Section title="Configuration">
+              <KeyValues
+                items={[
+                  ...d.environments.map((e): [string, string] => [e.title, e.value]),
+                  ...(d.origin_ns ? [["Trace start", fmtWallTime(d.wall_origin_ns ?? d.origin_ns, 0)] as [string, string]] : []),
+                  ...(s.steps_span_ns ? [["Steps span", fmtDuration(s.steps_span_ns)] as [string, string]] : []),
+                ]}
+              />
+            </Section>
             <Section title={`${dw} summary`}>
               {d.devices.length ? (
                 <DataTable rows={d.devices} cols={devCols} exportName={[sel.run, "devices"]} pageSize={50} />

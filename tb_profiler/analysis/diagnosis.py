@@ -1,0 +1,115 @@
+"""Diagnosis: what the step is bound by, in one sentence, from figures already computed.
+
+Why its own analysis: the Overview's first screen, ``tb-profiler why`` and its ``--json``
+verdict (and the agents' ``why`` tool) must say the same thing, with the same figures, so
+the sentence is made once here. It adds no measurement of its own: every figure is the
+step breakdown's (analysis.breakdown: each ns of the average step counted once, by
+priority) or idle time's (analysis.idle: device-level idle inside the steps and its
+host-wait part), so a number in the sentence is the number the section below it shows.
+
+The rule, in order (a share is of the steps' time):
+- no device work (a CPU-only trace): bound by the host; its largest cost is named;
+- the device idle at least IDLE_BOUND of the time and at least HOST_SHARE of that idle
+  waiting on the host (nothing launched yet): bound by the host; its largest cost, the
+  breakdown's largest host category (DataLoader, CPU Exec, Runtime, Other), is named;
+- idle at least IDLE_BOUND otherwise: bound by waits (work issued that did not run:
+  synchronizations, events, other streams);
+- else the device is busy: bound by the breakdown's largest device category (kernels,
+  copies, fills, communication).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tb_profiler.analysis import breakdown as bd
+from tb_profiler.analysis.memo import per_trace
+
+IDLE_BOUND = 0.25   # device idle at least this share of the steps: the device is not what bounds them
+HOST_SHARE = 0.5    # ... and at least this share of that idle with nothing launched: the host bounds them
+HOST_CATEGORIES = ("dataloader", "cpu_exec", "runtime", "other")
+DEVICE_CATEGORIES = ("kernel", "memcpy", "memset", "communication")
+BOUND_LABELS = {"host": "Host", "waits": "Waits on the device", "kernel": "Device compute",
+                "memcpy": "Memory copies", "memset": "Memory fills", "communication": "Communication",
+                "none": "Nothing to say"}
+
+__all__ = ["BOUND_LABELS", "diagnosis"]
+
+
+def diagnosis(trace) -> dict[str, Any]:
+    """What bounds the step: {"bound_by" (a BOUND_LABELS key), "label", "sentence",
+    "figures" (step_ns, device, idle_pct, host_wait_pct_of_idle, largest: {category,
+    label, ns_per_step, pct}), "evidence" (the view and section whose numbers the sentence
+    quotes, and the time range of the steps, ns on the trace's clock)}. A copy per call."""
+    out = _diagnosis(trace)
+    return {**out, "figures": {**out["figures"]}, "evidence": {**out["evidence"]}}
+
+
+@per_trace
+def _diagnosis(trace) -> dict[str, Any]:
+    from tb_profiler.analysis.gpu import window
+    from tb_profiler.analysis.idle import idle_time
+
+    ns = bd.breakdown(trace)
+    if not len(ns) or not int(ns["total_ns"].iloc[-1]):
+        return _verdict("none", "The trace has no steps and no events to break down.", {}, {})
+    avg = {c: int(ns[c + "_ns"].iloc[-1]) for c in bd.CATEGORIES}
+    step = int(ns["total_ns"].iloc[-1])
+    win = window(trace)
+    where = {"time_range_ns": [int(win[0]), int(win[1])] if win else None}
+    word = trace.device_word or "device"
+    figures: dict[str, Any] = {"step_ns": step, "device": None, "idle_pct": None, "host_wait_pct_of_idle": None}
+    host = _largest(avg, HOST_CATEGORIES, step)
+    if not trace.has_device_work:
+        figures["largest"] = host
+        return _verdict("host", f"CPU-only trace: the step ({_ns(step)}) is host time; {_cost(host)}, is its largest "
+                        "cost.", figures, {"view": "Operator", "section": "Operators", **where})
+    idle = idle_time(trace)["devices"]
+    total = idle[idle["step"] == -1]
+    if len(total):
+        share = total["idle_ns"] / total["window_ns"].clip(lower=1)
+        row = total.loc[share.idxmax()]
+        idle_frac = float(row["idle_ns"]) / max(int(row["window_ns"]), 1)
+        host_frac = float(row["host_wait_ns"]) / max(int(row["idle_ns"]), 1)
+        figures.update(device=int(row["device"]), idle_pct=100 * idle_frac, host_wait_pct_of_idle=100 * host_frac)
+        dev = f"{word} {int(row['device'])}" if len(total) > 1 else word
+        if idle_frac >= IDLE_BOUND and host_frac >= HOST_SHARE:
+            figures["largest"] = host
+            return _verdict("host", f"{dev} idle {_pct(idle_frac)} of the step, {_pct(host_frac)} of it waiting on the "
+                            f"host; {_cost(host)}, is the largest host cost.", figures,
+                            {"view": "Overview", "section": f"{word} idle time", **where})
+        if idle_frac >= IDLE_BOUND:
+            figures["largest"] = host
+            return _verdict("waits", f"{dev} idle {_pct(idle_frac)} of the step, {_pct(1 - host_frac)} of it with work "
+                            "issued that did not run yet (synchronizations, events, other streams).", figures,
+                            {"view": "Overview", "section": f"{word} idle time", **where})
+    busy = _largest(avg, DEVICE_CATEGORIES, step)
+    figures["largest"] = busy
+    idle_text = f"idle {_pct(figures['idle_pct'] / 100)}" if figures["idle_pct"] is not None else "busy"
+    view = {"kernel": "Kernel", "communication": "Distributed"}.get(busy["category"], "Trace")
+    return _verdict(busy["category"], f"{word} {idle_text} of the step; {busy['label']} takes "
+                    f"{_ns(busy['ns_per_step'])} per step ({_pct(busy['pct'] / 100)} of it).", figures,
+                    {"view": view, "section": None, **where})
+
+
+def _largest(avg: dict[str, int], cats: tuple[str, ...], step: int) -> dict[str, Any]:
+    c = max(cats, key=lambda k: (avg.get(k, 0), -cats.index(k)))
+    return {"category": c, "label": bd.LABELS[c], "ns_per_step": avg.get(c, 0), "pct": 100 * avg.get(c, 0) / max(step, 1)}
+
+
+def _verdict(bound: str, sentence: str, figures: dict, evidence: dict) -> dict[str, Any]:
+    return {"bound_by": bound, "label": BOUND_LABELS[bound], "sentence": sentence, "figures": figures,
+            "evidence": evidence}
+
+
+def _cost(c: dict) -> str:
+    return f"{c['label']}, {_ns(c['ns_per_step'])} per step"
+
+
+def _ns(ns: float) -> str:
+    from tb_profiler.analysis.recommendations import fmt_ns
+
+    return fmt_ns(ns)
+
+
+def _pct(frac: float) -> str:
+    return f"{100 * frac:.1f}%"
