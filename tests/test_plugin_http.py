@@ -288,7 +288,7 @@ def test_new_runs_and_new_files_appear_without_restart(server, sample_logdir):
     shutil.copytree(sample_logdir / "cnn_workers2", server.logdir / "later" / "cnn")
     server.until(lambda: "later/cnn" in server.get("runs")["runs"], what="the new run")
     assert server.get("overview?run=later/cnn")["summary"]["num_steps"] >= 1
-    src = sorted((sample_logdir / "transformer").iterdir())[-1]
+    src = sorted((sample_logdir / "transformer").glob("*.pt.trace.json*"))[-1]
     dst = server.logdir / "transformer" / "transformer.9999999999999999999.pt.trace.json"
     shutil.copy(src, dst)
     server.until(lambda: server.get("spans?run=transformer") == ["1", "2", "3"], what="the new span")
