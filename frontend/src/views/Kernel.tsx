@@ -18,13 +18,15 @@ import { GraphsSection } from "./kernel/Graphs";
 import { CountersSection } from "./kernel/Counters";
 import { kernelFieldColumns } from "./kernel/fields";
 
+// grouped by kernel name by default (the old plugin's default): the costliest kernel is the
+// first row, not split across the operators and launch configs that ran it
 const KGROUPS = [
-  { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
   { value: "Kernel", label: "Kernel" },
+  { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
 ];
 
 export function KernelView({ st, sel, dark }: ViewProps) {
-  const group = st.kgroup === "Kernel" ? "Kernel" : "KernelNameAndOp";
+  const group = st.kgroup === "KernelNameAndOp" ? "KernelNameAndOp" : "Kernel";
   const top = st.top ?? "10";
   const pie = useApi<KernelPieReply>("kernel", { ...sel, top });
   const tc = useApi<TcPieReply>("kernel/tc_pie", sel);
