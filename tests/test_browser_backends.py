@@ -47,7 +47,8 @@ def test_overview_names_the_device(run, backend_url, page):
 def test_rocm_kernel_view_says_matrix_cores(backend_url, page):
     _, tc = get_json(f"{backend_url}/{API}/kernel/tc_pie?run=rocm")
     assert tc["unit"] == "Matrix cores" and tc["using_tc_pct"] == pytest.approx(100.0)
-    page.open(f"{backend_url}/{hash_state(view='Kernel', run='rocm')}")
+    # the operator's eligibility is a column of the kernel + operator grouping (the default is by name)
+    page.open(f"{backend_url}/{hash_state(view='Kernel', run='rocm', kgroup='KernelNameAndOp')}")
     page.settle()
     text = page.text()
     # (the pie's title, "Matrix cores (100.0% of kernel time)", is drawn on its canvas)

@@ -38,3 +38,33 @@ def test_overview_opens_on_the_diagnosis_and_the_recommendations(serve_url, watc
     assert below["y"] > recs.bounding_box()["y"]
     watch.shot("overview-first-screen")
     assert watch.errors == [], watch.errors
+
+
+def test_a_link_naming_what_does_not_exist_says_so(serve_url, watch):
+    """An unknown run, worker, span or view in a URL is said, with what exists; no other
+    run's numbers appear and the URL keeps the names it was given."""
+    runs = api(serve_url, "runs")["runs"]
+    workers = api(serve_url, "workers", run=V100_RUN)
+    spans = api(serve_url, "spans", run=V100_RUN, worker=workers[0])
+    cases = [
+        ({"run": "nope"}, f"run 'nope' not found; runs: {', '.join(runs)}."),
+        ({"run": V100_RUN, "worker": "w9"}, f"worker 'w9' not found in run '{V100_RUN}'; workers: {', '.join(workers)}."),
+        ({"run": V100_RUN, "worker": workers[0], "span": "77"},
+         f"span '77' not found in run '{V100_RUN}'; spans: {', '.join(spans)}."),
+        ({"run": V100_RUN, "view": "Kernels"}, "view 'Kernels' not found; views: Overview, Operator, Kernel"),
+    ]
+    for state, said in cases:
+        url = f"{serve_url}/{hash_state(**state)}"
+        watch.open(url)
+        watch.settle()
+        alert = watch.page.get_by_role("alert")
+        alert.wait_for(timeout=30_000)
+        assert said in alert.inner_text(), (state, alert.inner_text())
+        assert watch.page.get_by_label("Diagnosis").count() == 0   # no Overview of another run
+        kept = watch.page.evaluate("() => location.hash")
+        assert all(f"{k}={v}" in kept for k, v in state.items() if k != "view"), kept  # not swapped for another
+    # the offered way out opens what exists
+    watch.open(f"{serve_url}/{hash_state(run='nope')}")
+    watch.page.get_by_role("button", name=f"Open run {runs[0]}").click()
+    wait_js(watch.page, f"() => location.hash.includes('run={runs[0]}')", 30)
+    assert watch.errors == [], watch.errors

@@ -40,6 +40,20 @@ const RUNS_POLL_MS = 3000;
 const SLOW_POLL_MS = 30000;
 
 /** Whether the page is shown (not a background tab): polling slows down while hidden. */
+/** A URL's run, worker, span or view that does not exist: said, with what does (a link never
+ * shows other numbers under a name it did not ask for). */
+function NotFound({ what, name, among, inRun, onOpen }: { what: string; name: string; among: readonly string[]; inRun?: string; onOpen?: (v: string) => void }) {
+  const where = inRun ? ` in run '${inRun}'` : "";
+  return (
+    <Empty title={`${what[0].toUpperCase()}${what.slice(1)} '${name}' not found${where}`}>
+      <span role="alert">{`${what} '${name}' not found${where}; ${what}s: ${among.length ? among.slice(0, 20).join(", ") + (among.length > 20 ? ", …" : "") : "none"}.`}</span>
+      {onOpen && among.length > 0 && (
+        <> <button type="button" className="small" onClick={() => onOpen(among[what === "span" ? among.length - 1 : 0])}>Open {what} {among[what === "span" ? among.length - 1 : 0]}</button></>
+      )}
+    </Empty>
+  );
+}
+
 function usePageVisible(): boolean {
   const [v, setV] = useState(() => typeof document === "undefined" || document.visibilityState !== "hidden");
   useEffect(() => {
@@ -135,19 +149,23 @@ export function App() {
   }, [runs.data, wasLoading]);
 
   const runList = runs.data?.runs ?? [];
-  const run = st.run && runList.includes(st.run) ? st.run : runList[0];
+  // a run the URL names that the logdir lacks is said, never swapped for another run's numbers
+  const runMissing = !!st.run && !!runs.data && !runs.data.loading && !runList.includes(st.run);
+  const run = st.run ? (runList.includes(st.run) ? st.run : undefined) : runList[0];
   useEffect(() => {
-    if (run && run !== st.run && runList.length) setState({ run, worker: undefined, span: undefined }, true);
-  }, [run, st.run, runList.length]);
+    if (run && !st.run) setState({ run, worker: undefined, span: undefined }, true);
+  }, [run, st.run]);
 
   const views = useApi<string[]>(run ? "views" : null, { run });
   const isDist = st.view === "Distributed";
   const workers = useApi<string[]>(run ? "workers" : null, { run, view: isDist ? "Distributed" : undefined });
   const workerList = workers.data ?? [];
-  const worker = isDist ? undefined : st.worker && workerList.includes(st.worker) ? st.worker : workerList[0];
+  const workerMissing = !isDist && !!st.worker && workers.data !== null && !workerList.includes(st.worker);
+  const worker = isDist ? undefined : st.worker ? (workerList.includes(st.worker) ? st.worker : undefined) : workerList[0];
   const spans = useApi<string[]>(run && (worker || isDist) ? "spans" : null, { run, worker });
   const spanList = spans.data ?? [];
-  const span = st.span && spanList.includes(st.span) ? st.span : spanList[spanList.length - 1];
+  const spanMissing = !!st.span && spans.data !== null && !!(worker || isDist) && !spanList.includes(st.span);
+  const span = st.span ? (spanList.includes(st.span) ? st.span : undefined) : spanList[spanList.length - 1];
 
   const available = useMemo(() => {
     const v = (views.data ?? []).filter((x): x is ViewId => (VIEW_IDS as string[]).includes(x));
@@ -179,7 +197,11 @@ export function App() {
         {status.data?.skipped?.length ? "; the files listed as skipped above were found but could not be used." : "."}
       </Empty>
     );
-  else if (!run) body = null;
+  else if (st.badView) body = <NotFound what="view" name={st.badView} among={VIEW_IDS} />;
+  else if (runMissing) body = <NotFound what="run" name={st.run!} among={runList} onOpen={(v) => setState({ run: v, worker: undefined, span: undefined })} />;
+  else if (!run) body = <Progress progress={null} />;
+  else if (st.view !== "Diff" && workerMissing) body = <NotFound what="worker" name={st.worker!} inRun={run} among={workerList} onOpen={(v) => setState({ worker: v, span: undefined })} />;
+  else if (st.view !== "Diff" && spanMissing) body = <NotFound what="span" name={st.span!} inRun={run} among={spanList} onOpen={(v) => setState({ span: v })} />;
   else if (views.error) body = <ErrorBox error={views.error} />;
   else if (st.view !== "Diff" && st.view !== "Overview" && views.data && !available.includes(st.view))
     body = <Empty title={`No ${st.view} view for this run`}>{WHY_MISSING[st.view] ?? "The run has no data for this view."}</Empty>;

@@ -25,7 +25,8 @@ describe("parseState / serializeState", () => {
   it("defaults and normalizes the view, ignores unknown keys", () => {
     expect(parseState("")).toEqual({ view: "Overview" });
     expect(parseState("#view=kernel&bogus=1")).toEqual({ view: "Kernel" });
-    expect(parseState("#view=nope&run=a")).toEqual({ view: "Overview", run: "a" });
+    // an unknown view is kept as badView: the app says "view 'nope' not found", not a silent Overview
+    expect(parseState("#view=nope&run=a")).toEqual({ view: "Overview", run: "a", badView: "nope" });
   });
   it("survives malformed escapes", () => {
     expect(parseState("#run=%E0%A4%A&view=Trace")).toEqual({ view: "Trace", run: "%E0%A4%A" });

@@ -38,7 +38,8 @@ export const STATE_KEYS = [
 ] as const;
 
 export type StateKey = (typeof STATE_KEYS)[number];
-export type AppState = Partial<Record<StateKey, string>> & { view: ViewId };
+/** badView: the URL's view when it names none of VIEW_IDS (the app says so, never a silent Overview). */
+export type AppState = Partial<Record<StateKey, string>> & { view: ViewId; badView?: string };
 
 const KEY_SET = new Set<string>(STATE_KEYS);
 
@@ -71,13 +72,18 @@ function normalizeView(v: string | null | undefined): ViewId {
   return hit ?? "Overview";
 }
 
-/** The state held by a hash; unknown keys are ignored, a bad view means Overview. */
+/** The URL's view when it is not one of VIEW_IDS (empty or missing is Overview, not bad). */
+function badView(v: string | undefined): { badView?: string } {
+  return v && !VIEW_IDS.some((x) => x.toLowerCase() === v.toLowerCase()) ? { badView: v } : {};
+}
+
+/** The state held by a hash; unknown keys are ignored, a bad view is Overview with badView set. */
 export function parseState(hash: string): AppState {
   const st: Partial<Record<StateKey, string>> = {};
   for (const [k, v] of splitPairs(hash)) {
     if (KEY_SET.has(k) && v !== null && v !== "") st[k as StateKey] = v;
   }
-  return { ...st, view: normalizeView(st.view) };
+  return { ...st, view: normalizeView(st.view), ...badView(st.view) };
 }
 
 /** The hash for a state (without "#"), keys in a fixed order, empty values left out. */
@@ -108,7 +114,7 @@ export function stateFromTbHash(tbHash: string): Partial<AppState> | null {
       }
     }
   }
-  return found ? { ...st, view: normalizeView(st.view) } : null;
+  return found ? { ...st, view: normalizeView(st.view), ...badView(st.view) } : null;
 }
 
 /**
