@@ -141,6 +141,12 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="print JSON")
     diff.set_defaults(func=cmd_diff)
 
+    mcp = sub.add_parser("mcp", help="serve the profiler's answers to agents over MCP (stdio): runs, overview, why, "
+                         "diff, range_stats, event")
+    mcp.add_argument("logdir", help="a folder holding runs of trace files")
+    mcp.add_argument("--cache-dir", help="cache folder (default: $TB_PROFILER_CACHE_DIR or ~/.cache/tb_profiler)")
+    mcp.set_defaults(func=cmd_mcp)
+
     serve = sub.add_parser("serve", help="serve the profiler UI and its JSON API for a logdir, without TensorBoard")
     serve.add_argument("logdir", help="a folder or fsspec URL holding runs of trace files (*.json[.gz])")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
@@ -897,6 +903,20 @@ def _print_diff(doc: dict, top: int) -> None:
 
 
 # -- serve ----------------------------------------------------------------------------
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """tb-profiler mcp LOGDIR: the MCP server over stdio (tb_profiler.mcp_server)."""
+    if not os.path.isdir(args.logdir):
+        _error(f"{args.logdir}: not a folder")
+        return EXIT_BAD_INPUT
+    try:
+        from tb_profiler.mcp_server import serve
+    except ImportError as exc:  # the SDK is an extra: say how to get it
+        _error(f"tb-profiler mcp needs the MCP Python SDK ({exc}): pip install 'mcp>=2'")
+        return EXIT_USAGE
+    serve(args.logdir, cache_dir=args.cache_dir)
+    return EXIT_OK
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from tb_profiler.io.read import is_url
     from tb_profiler.plugin.serve import serve
