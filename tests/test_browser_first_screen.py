@@ -68,3 +68,21 @@ def test_a_link_naming_what_does_not_exist_says_so(serve_url, watch):
     watch.page.get_by_role("button", name=f"Open run {runs[0]}").click()
     wait_js(watch.page, f"() => location.hash.includes('run={runs[0]}')", 30)
     assert watch.errors == [], watch.errors
+
+
+def test_distributed_opens_on_the_straggler_sentence(serve_url, watch):
+    """The Distributed view's verdict (distributed/stragglers' ``verdict``) is its first line,
+    on the first 1440x900 screen, above the evidence."""
+    page = watch.page
+    page.set_viewport_size(SCREEN)
+    said = api(serve_url, "distributed/stragglers", run="ddp_gloo")["verdict"]
+    assert said["late"] is not None and said["sentence"].startswith(f"Rank {said['late']['rank']} arrives last")
+    page.goto(f"{serve_url}/{hash_state(view='Distributed', run='ddp_gloo')}")
+    line = page.get_by_label("Distributed verdict")
+    line.wait_for(timeout=60_000)
+    assert line.inner_text().strip() == said["sentence"]
+    box = line.bounding_box()
+    assert box["y"] + box["height"] <= SCREEN["height"]
+    assert card(page, "Ranks").bounding_box()["y"] > box["y"]
+    watch.shot("distributed-first-screen")
+    assert watch.errors == [], watch.errors

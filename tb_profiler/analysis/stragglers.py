@@ -27,7 +27,7 @@ import pandas as pd
 from tb_profiler.analysis.recommendations import fmt_ns
 
 __all__ = ["FLOOR", "LATE_COLUMNS", "MIN_RANKS", "OPERATOR_COLUMNS", "RELATIVE", "ROBUST_Z", "STRAGGLER_COLUMNS",
-           "late_ranks", "step_matrix", "stragglers"]
+           "late_ranks", "rank_ranges", "step_matrix", "stragglers", "verdict"]
 
 RELATIVE = 0.10
 ROBUST_Z = 3.0
@@ -181,3 +181,59 @@ def _long_operators(result: dict, summaries: list, ranks: list[int], top: int) -
         out += [{"rank": r, "name": name, "rank_ns": int(round(wide.at[name, r])), "median_ns": int(round(median[name])),
                  "excess_ns": int(round(v))} for name, v in excess.items()]
     return pd.DataFrame(out, columns=OPERATOR_COLUMNS)
+
+
+def rank_ranges(ranks) -> str:
+    """Ranks as ranges: [0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8" (a list of 1,024 said once)."""
+    out, rs = [], sorted(int(r) for r in ranks)
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def verdict(late: pd.DataFrame, collectives: pd.DataFrame, ranks: pd.DataFrame, missing: list) -> dict:
+    """The Distributed view's first sentence: who arrives last and who waits most, in one
+    place, with "late" and "waiting" told apart (a rank is late when it reaches a collective
+    after the others; the others wait for it meanwhile), and the ranks without a trace said
+    once as ranges. late: late_ranks()["ranks"]; collectives: per rank and collective
+    (analysis.distributed COLLECTIVE_COLUMNS, wait_ns a total over the rank's steps); ranks:
+    the result's ranks (rank, steps). Returns {"sentence", "late": {...} | None,
+    "waits": {...} | None, "missing_ranks": str}."""
+    parts, late_fig, wait_fig = [], None, None
+    lr = late[late["late_ns"] > 0] if len(late) else late
+    if len(lr):
+        r = lr.iloc[0]
+        late_fig = {"rank": int(r["rank"]), "last": int(r["last"]), "instances": int(r["instances"]),
+                    "late_per_step_ns": None if pd.isna(r["late_per_step_ns"]) else int(r["late_per_step_ns"])}
+        per = f", {fmt_ns(late_fig['late_per_step_ns'])} late per step" if late_fig["late_per_step_ns"] else ""
+        parts.append(f"rank {late_fig['rank']} arrives last in {late_fig['last']} of {late_fig['instances']} "
+                     f"collectives{per}")
+    if len(collectives) and "wait_ns" in collectives:
+        steps = ranks.set_index("rank")["steps"] if len(ranks) else pd.Series(dtype=np.int64)
+        c = collectives[collectives["wait_ns"].notna()].copy()
+        if len(c):
+            n = c["rank"].map(steps).fillna(1).clip(lower=1).to_numpy(np.float64)
+            c["wait_per_step"] = c["wait_ns"].to_numpy(np.float64) / n
+            c = c.sort_values(["wait_per_step", "rank"], ascending=[False, True], kind="stable")
+            w = c.iloc[0]
+            if w["wait_per_step"] > 0:
+                wait_fig = {"rank": int(w["rank"]), "name": str(w["name"]), "wait_per_step_ns": int(round(w["wait_per_step"]))}
+                parts.append(f"rank {wait_fig['rank']} waits most, in {wait_fig['name']}, "
+                             f"{fmt_ns(wait_fig['wait_per_step_ns'])} per step")
+    if not parts:
+        sentence = "No rank waits for another: no collective was matched across ranks, or none waited."
+    else:
+        sentence = "; ".join(parts) + "."
+        sentence = sentence[0].upper() + sentence[1:]
+        if late_fig and wait_fig and late_fig["rank"] != wait_fig["rank"]:
+            sentence += (f" Waiting is time spent in a collective until the last rank arrives: rank "
+                         f"{wait_fig['rank']} waits for rank {late_fig['rank']}.")
+    miss = rank_ranges(missing) if missing else ""
+    if miss:
+        sentence += f" Ranks {miss} have no trace." if len(missing) > 1 else f" Rank {miss} has no trace."
+    return {"sentence": sentence, "late": late_fig, "waits": wait_fig, "missing_ranks": miss}

@@ -502,13 +502,16 @@ MAX_ARRIVAL_ROWS = 2000  # (rank, step) rows of late arrivals sent, latest first
 def dist_stragglers(run: RunSummaries) -> dict:
     """Who the others waited for: per rank its late arrivals at the collectives, per rank
     and step, and the operators that ran long on the latest ranks (analysis.stragglers)."""
-    from tb_profiler.analysis.stragglers import late_ranks
+    from tb_profiler.analysis.stragglers import late_ranks, verdict
 
     result = run.result()
     late = late_ranks(result, run.ok)
     arrivals = result["arrivals"].sort_values(["late_ns", "rank", "step"], ascending=[False, True, True],
                                               kind="stable")
-    return {"info": _info(run), "notes": run.part("notes") + late["notes"], "ranks": to_jsonable(late["ranks"]),
+    info = _info(run)
+    said = verdict(late["ranks"], result["collectives"], result["ranks"], list(info.get("missing_ranks") or []))
+    return {"info": info, "verdict": to_jsonable(said), "notes": run.part("notes") + late["notes"],
+            "ranks": to_jsonable(late["ranks"]),
             "operators": to_jsonable(late["operators"]), "arrivals": to_jsonable(arrivals.head(MAX_ARRIVAL_ROWS)),
             "arrivals_total": int(len(arrivals))}
 

@@ -256,8 +256,17 @@ export interface LateArrivalRow {
   late_max_ns: number;
 }
 
+/** The Distributed view's first sentence (analysis/stragglers.verdict). */
+export interface DistVerdict {
+  sentence: string;
+  late: { rank: number; last: number; instances: number; late_per_step_ns: number | null } | null;
+  waits: { rank: number; name: string; wait_per_step_ns: number } | null;
+  missing_ranks: string;
+}
+
 export interface StragglersReply {
   info: DistInfo;
+  verdict?: DistVerdict;
   ranks: LateRankRow[];
   operators: LateOperatorRow[];
   arrivals: LateArrivalRow[];

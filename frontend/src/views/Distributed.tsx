@@ -9,6 +9,7 @@
 import { useMemo, useState, type ReactNode } from "react";
 import type { ViewProps } from "../App";
 import { useApi } from "../api/hooks";
+import type { StragglersReply } from "../api/why";
 import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistRanksReply, DistWaitReply, OverlapRow, WaitRow } from "../api/types";
 import { Chart, TOOLTIP_BASE, axisTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
@@ -44,6 +45,15 @@ function InfoBox({ info }: { info: DistInfo }) {
       ]}
     />
   );
+}
+
+/** The straggler sentence first (distributed/stragglers' verdict): who arrives last, who
+ * waits most and for whom, the ranks without a trace once as ranges. */
+function DistVerdictLine({ run, span }: { run: string; span?: string }) {
+  const st = useApi<StragglersReply>("distributed/stragglers", { run, span });
+  const v = st.data?.verdict;
+  if (!v) return null;
+  return <p className="diagnosis" aria-label="Distributed verdict"><Name text={v.sentence} /></p>;
 }
 
 /** "total over 2 steps" when every rank has the same steps, else "total over each rank's steps". */
@@ -185,6 +195,7 @@ export function DistributedView({ sel, dark }: ViewProps) {
 
   return (
     <div className="view">
+      <DistVerdictLine run={sel.run} span={sel.span} />
       <Section title="Ranks">
         <Loaded state={ranks}>{(d) => <RanksSection d={d} run={sel.run} dark={dark} />}</Loaded>
       </Section>
