@@ -86,3 +86,50 @@ def test_distributed_opens_on_the_straggler_sentence(serve_url, watch):
     assert card(page, "Ranks").bounding_box()["y"] > box["y"]
     watch.shot("distributed-first-screen")
     assert watch.errors == [], watch.errors
+
+
+def _luminance(rgb: str) -> float:
+    vals = [int(x) / 255 for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+    lin = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in vals]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(fg: str, bg: str) -> float:
+    a, b = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    return (a + 0.05) / (b + 0.05)
+
+
+def test_accessibility_basics(serve_url, watch):
+    """lang, one h1, 4.5:1 contrast for the brand and the active tab and buttons, the Diff's A
+    and B selectors named apart, and a Steps row reached with Tab and opened with Enter."""
+    page = watch.page
+    page.set_viewport_size(SCREEN)
+    watch.open(f"{serve_url}/{hash_state(view='Overview', run=V100_RUN)}")
+    watch.settle()
+    assert page.evaluate("() => document.documentElement.lang") == "en"
+    assert page.locator("h1").count() == 1 and page.locator("h1").inner_text() == "PyTorch Profiler"
+    colors = page.evaluate("""() => {
+        const c = (el, p) => getComputedStyle(el)[p];
+        const brand = document.querySelector('h1.brand'), bar = document.querySelector('.topbar');
+        const tab = document.querySelector('.tab.on');
+        return {brand: c(brand, 'color'), bar: c(bar, 'backgroundColor'), tab: c(tab, 'color'),
+                body: c(document.body, 'backgroundColor')};
+    }""")
+    assert _contrast(colors["brand"], colors["bar"]) >= 4.5, colors
+    assert _contrast(colors["tab"], colors["bar"]) >= 4.5, colors
+    # a step row: Tab reaches it, Enter opens it in the Trace view
+    row = card(page, "Steps").locator("tbody tr").first
+    row.focus()
+    assert page.evaluate("() => document.activeElement.tagName") == "TR"
+    page.keyboard.press("Enter")
+    wait_js(page, "() => location.hash.includes('view=Trace')", 30)
+    watch.open(f"{serve_url}/{hash_state(view='Diff', run=V100_RUN)}")
+    watch.settle()
+    for side in ("A (baseline)", "B (experiment)"):
+        for what in ("Run", "Worker", "Span"):
+            assert page.get_by_label(f"{what} of {side}", exact=True).count() == 1, (what, side)
+    on = page.locator(".seg button.on").first
+    if on.count():
+        fg, bg = on.evaluate("b => [getComputedStyle(b).color, getComputedStyle(b).backgroundColor]")
+        assert _contrast(fg, bg) >= 4.5, (fg, bg)
+    assert watch.errors == [], watch.errors

@@ -226,7 +226,7 @@ export function App() {
   return (
     <div className="app">
       <header className="topbar">
-        <div className="brand" title="tb_profiler">PyTorch Profiler</div>
+        <h1 className="brand" title="tb_profiler">PyTorch Profiler</h1>
         <Select
           label="Run"
           value={run ?? ""}

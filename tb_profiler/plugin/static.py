@@ -80,7 +80,7 @@ def standalone_page(built: bool) -> str:
             "<pre style=\"white-space:pre-wrap;font:14px sans-serif;padding:24px\">"
             + NOT_BUILT.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</pre>")
     script = f'<script type="module" src="{STANDALONE_ENTRY}"></script>' if built else ""
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>PyTorch Profiler</title>"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>PyTorch Profiler</title>"
             "<base href=\"data/plugin/pytorch_profiler/\"></head>"
             f"<body>{body}{script}</body></html>\n")
 

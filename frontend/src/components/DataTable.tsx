@@ -250,6 +250,11 @@ export function DataTable<T>(props: Props<T>) {
                 <tr
                   className={(onRowClick ? "clickable " : "") + (row.getIsExpanded() && renderExpanded ? "expanded" : "")}
                   onClick={onRowClick ? () => onRowClick(row.original) : undefined}
+                  // a row that opens something is reached with Tab and opened with Enter or Space, as a button is
+                  tabIndex={onRowClick ? 0 : undefined}
+                  onKeyDown={onRowClick ? (e) => {
+                    if ((e.key === "Enter" || e.key === " ") && e.target === e.currentTarget) { e.preventDefault(); onRowClick(row.original); }
+                  } : undefined}
                 >
                   {renderExpanded && (
                     <td className="expander-col">

@@ -105,7 +105,7 @@ export function Section({ title, children, actions, className }: { title: ReactN
 }
 
 export function Select({
-  label, value, options, onChange, disabled, title,
+  label, value, options, onChange, disabled, title, name,
 }: {
   label: string;
   value: string;
@@ -113,11 +113,13 @@ export function Select({
   onChange: (v: string) => void;
   disabled?: boolean;
   title?: string;
+  /** the accessible name where `label` alone repeats on the page (the Diff's "Run" of A and of B) */
+  name?: string;
 }) {
   return (
     <label className="select" title={title}>
       <span className="select-label">{label}</span>
-      <select value={value} onChange={(e) => onChange(e.target.value)} disabled={disabled} title={showBidiControls(value)}>
+      <select value={value} onChange={(e) => onChange(e.target.value)} disabled={disabled} title={showBidiControls(value)} aria-label={name}>
         {options.map((o) => {
           const v = typeof o === "string" ? o : o.value;
           // run / worker / span names: an <option> holds text only, so bidi controls are shown as markers

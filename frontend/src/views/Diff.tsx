@@ -51,9 +51,9 @@ function SidePicker({ label, runs, side, onChange }: {
   return (
     <div className="side-picker">
       <span className="side-label">{label}</span>
-      <Select label="Run" value={run} options={runs} onChange={(v) => onChange({ run: v, worker: undefined, span: undefined })} />
-      <Select label="Worker" value={worker ?? ""} options={[...(workers.length > 1 ? ["All"] : []), ...workers]} onChange={(v) => onChange({ run, worker: v, span: undefined })} />
-      <Select label="Span" value={span ?? ""} options={spans.length ? spans : [""]} onChange={(v) => onChange({ run, worker, span: v })} />
+      <Select label="Run" name={`Run of ${label}`} value={run} options={runs} onChange={(v) => onChange({ run: v, worker: undefined, span: undefined })} />
+      <Select label="Worker" name={`Worker of ${label}`} value={worker ?? ""} options={[...(workers.length > 1 ? ["All"] : []), ...workers]} onChange={(v) => onChange({ run, worker: v, span: undefined })} />
+      <Select label="Span" name={`Span of ${label}`} value={span ?? ""} options={spans.length ? spans : [""]} onChange={(v) => onChange({ run, worker, span: v })} />
       {/* each side's trust report (all workers: one report per trace, so none for the merge) */}
       {run && span && worker && worker !== "All" && <TrustBadge sel={{ run, worker, span }} />}
     </div>
