@@ -9,7 +9,7 @@ ends (y < 900 px), the long evidence sections after it.
 from __future__ import annotations
 
 from browser_support import V100_RUN, hash_state, wait_js
-from test_browser_views import api, card
+from test_browser_views import api, card, picker
 
 SCREEN = {"width": 1440, "height": 900}
 
@@ -132,4 +132,23 @@ def test_accessibility_basics(serve_url, watch):
     if on.count():
         fg, bg = on.evaluate("b => [getComputedStyle(b).color, getComputedStyle(b).backgroundColor]")
         assert _contrast(fg, bg) >= 4.5, (fg, bg)
+    assert watch.errors == [], watch.errors
+
+
+def test_copy_link_names_what_the_page_shows(serve_url, watch):
+    """"Copy link" gives the address of this view with its run, worker and span named (the
+    page's own address leaves the defaults out), and that address opens the same trace."""
+    page = watch.page
+    workers = api(serve_url, "workers", run=V100_RUN)
+    spans = api(serve_url, "spans", run=V100_RUN, worker=workers[0])
+    watch.open(f"{serve_url}/{hash_state(view='Kernel', run=V100_RUN)}")   # no worker, no span: defaults
+    watch.settle()
+    button = page.get_by_role("button", name="Copy link")
+    link = button.get_attribute("data-link")
+    assert f"worker={workers[0]}" in link and f"span={spans[-1]}" in link and "view=Kernel" in link, link
+    watch.open(link)
+    watch.settle()
+    assert page.evaluate("() => location.hash") == link[link.index("#"):]
+    assert picker(page, "Span").input_value() == spans[-1] and picker(page, "Worker").input_value() == workers[0]
+    page.locator("table tbody tr").first.wait_for(timeout=60_000)   # the Kernel view of that trace
     assert watch.errors == [], watch.errors

@@ -8,10 +8,10 @@ import type { RunsReply, StatusReply } from "./api/types";
 import { Empty, ErrorBox, Progress, Select } from "./components/common";
 import { Name } from "./components/Name";
 import { TrustBadge } from "./components/TrustBadge";
-import { onTbReload } from "./state/host";
+import { onTbReload, shareLink } from "./state/host";
 import { setState, useAppState } from "./state/store";
 import { useDarkMode } from "./state/theme";
-import { VIEW_IDS, type AppState, type ViewId } from "./state/url";
+import { serializeState, VIEW_IDS, type AppState, type ViewId } from "./state/url";
 import { fmtBytes } from "./util/format";
 import { OverviewView } from "./views/Overview";
 import { OperatorView } from "./views/Operator";
@@ -51,6 +51,29 @@ function NotFound({ what, name, among, inRun, onOpen }: { what: string; name: st
         <> <button type="button" className="small" onClick={() => onOpen(among[what === "span" ? among.length - 1 : 0])}>Open {what} {among[what === "span" ? among.length - 1 : 0]}</button></>
       )}
     </Empty>
+  );
+}
+
+/** "Copy link": the address of what the page shows, run, worker and span named (shareLink). */
+function CopyLink({ st }: { st: AppState }) {
+  const [done, setDone] = useState<string | null>(null);
+  const copy = async () => {
+    const link = shareLink(st, serializeState(st));
+    try {
+      await navigator.clipboard.writeText(link);
+      setDone("Copied");
+    } catch {
+      window.prompt("Copy this link", link); // no clipboard (an http page, a denied permission): show it
+      setDone(null);
+    }
+    setTimeout(() => setDone(null), 2000);
+  };
+  return (
+    <button type="button" className="small" data-link={shareLink(st, serializeState(st))}
+      title="Copy a link to this view: run, worker, span, view and the view's settings (sort, filter, range, selection)"
+      onClick={copy}>
+      {done ?? "Copy link"}
+    </button>
   );
 }
 
@@ -256,6 +279,7 @@ export function App() {
         <span className="spacer" />
         {st.view !== "Diff" && run && span && <TrustBadge sel={sel} />}
         <StatusBadge status={status.data} />
+        <CopyLink st={{ ...st, run: run ?? st.run, worker: st.view === "Diff" || isDist ? st.worker : worker ?? st.worker, span: st.view === "Diff" ? st.span : span ?? st.span }} />
         <button type="button" className="small" title="Forget cached answers and ask the server again" onClick={() => { reloadAll(); setRunsTick((t) => t + 1); }}>
           Reload
         </button>

@@ -82,3 +82,23 @@ export function onTbReload(cb: () => void): () => void {
   }
   return () => port?.close();
 }
+
+/**
+ * The address a colleague can open to see what this page shows: TensorBoard's page with our
+ * entries in its hash when we run inside it (the iframe's own address is not one a person
+ * opens), else this page's. `st` should name the run, worker and span explicitly, so the
+ * link keeps showing this span when later spans are written.
+ */
+export function shareLink(st: Partial<AppState>, serialized: string): string {
+  const p = tbWindow();
+  if (p) {
+    try {
+      const first = splitPairs(p.location.hash)[0];
+      const base = first && first[0] === PLUGIN_NAME ? p.location.hash : `#${PLUGIN_NAME}`;
+      return hrefWithHash(p.location.href, mergeIntoTbHash(base, st).slice(1));
+    } catch {
+      // fall through: the iframe's address
+    }
+  }
+  return hrefWithHash(window.location.href, serialized);
+}
