@@ -299,7 +299,8 @@ def test_dataloader_recommendation_names_its_numbers(tmp_path):
     r = recs["dataloader"]
     assert "DataLoader takes 10.0% of the average step (10.0 us of 100.0 us)" in r["text"]
     assert r["evidence"]["dataloader_ns"] == 10 * US and r["evidence"]["share_pct"] == pytest.approx(10.0)
-    assert set(r) == {"id", "severity", "title", "text", "evidence", "url"}
+    assert set(r) == {"id", "severity", "title", "text", "evidence", "url", "link"}
+    assert r["link"] == {"view": "Trace", "find": "DataLoader"}
     # The pageable HtoD copy (20 us of the 100 us step) is reported too.
     p = recs["pageable_memcpy"]
     assert p["evidence"]["copies"] == 1 and p["evidence"]["copy_ns"] == 20 * US and "20.0%" in p["text"]
@@ -376,7 +377,8 @@ def test_cpu_only_trace_gives_no_device_advice(tmp_path):
 def test_overview_bundle_and_json(tmp_path):
     t = one_step_trace(tmp_path)
     o = overview(t)
-    assert set(o) == {"device_word", "steps", "breakdown", "devices", "recommendations", "summary", "notes"}
+    assert set(o) == {"device_word", "steps", "breakdown", "devices", "recommendations", "diagnosis", "summary",
+                      "notes"}
     s = o["summary"]
     assert s["num_steps"] == 1 and s["step_time_avg_ns"] == 100 * US
     assert s["average_ns"]["kernel"] == 30 * US and s["average_pct"]["other"] == pytest.approx(25.0)

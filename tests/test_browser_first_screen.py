@@ -152,3 +152,23 @@ def test_copy_link_names_what_the_page_shows(serve_url, watch):
     assert picker(page, "Span").input_value() == spans[-1] and picker(page, "Worker").input_value() == workers[0]
     page.locator("table tbody tr").first.wait_for(timeout=60_000)   # the Kernel view of that trace
     assert watch.errors == [], watch.errors
+
+
+def test_a_recommendation_opens_its_evidence(serve_url, watch):
+    """Each recommendation links to the view (and the table filter or search) that shows what
+    it counts: DataLoader's opens the Trace view searching the DataLoader's ranges, its
+    matches counted as the search route counts them."""
+    page = watch.page
+    page.set_viewport_size(SCREEN)
+    recs = api(serve_url, "overview", run=V100_RUN)["recommendations"]
+    dl = next(r for r in recs if r["id"] == "dataloader")
+    assert dl["link"] == {"view": "Trace", "find": "DataLoader"}
+    want = api(serve_url, "trace/search", run=V100_RUN, q="DataLoader", limit=1)["count"]
+    assert want > 0
+    watch.open(f"{serve_url}/{hash_state(view='Overview', run=V100_RUN)}")
+    watch.settle()
+    page.get_by_role("button", name="Show DataLoader in the Trace view").click()
+    wait_js(page, "() => location.hash.includes('view=Trace') && location.hash.includes('find=DataLoader')", 30)
+    wait_js(page, f"() => document.querySelector('.search-count')?.getAttribute('data-count') === '{want}'", 60)
+    assert page.locator("input[type=search]").input_value() == "DataLoader"
+    assert watch.errors == [], watch.errors

@@ -292,7 +292,7 @@ export function App() {
             role="tab"
             aria-selected={st.view === v}
             className={st.view === v ? "tab on" : "tab"}
-            onClick={() => setState({ view: v, q: undefined })}
+            onClick={() => setState({ view: v, q: undefined, find: undefined })}
           >
             {v}
           </button>

@@ -116,9 +116,29 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def _rec(rid: str, severity: str, title: str, text: str, evidence: dict, url: str | None = None) -> dict:
+# Where each recommendation's evidence is seen in the UI: a view and, for the tables, the
+# filter (q) or grouping (kgroup), for the Trace view the search (find), that shows the
+# events it counts. One place, so the Overview,
+# the CLI and agents link a finding to the same page.
+LINKS: dict[str, dict[str, str]] = {
+    "dataloader": {"view": "Trace", "find": "DataLoader"},
+    "dataparallel": {"view": "Operator", "q": "DataParallel"},
+    "nccl_backend": {"view": "Distributed"},
+    "communication": {"view": "Distributed"},
+    "low_utilization": {"view": "Trace"},
+    "amp": {"view": "Kernel", "kgroup": "KernelNameAndOp"},
+    "memory_peak": {"view": "Memory"},
+    "launch_bound": {"view": "Kernel"},
+    "host_sync": {"view": "Operator", "q": "aten::item"},
+    "pageable_memcpy": {"view": "Trace", "find": "Memcpy"},
+    "device_idle": {"view": "Trace"},
+}
+
+
+def _rec(rid: str, severity: str, title: str, text: str, evidence: dict, url: str | None = None,
+         link: dict | None = None) -> dict:
     return {"id": rid, "severity": severity, "title": title, "text": text, "evidence": evidence,
-            "url": url}
+            "url": url, "link": {**LINKS.get(rid, {}), **(link or {})}}
 
 
 def _share_rule(trace, category: str, threshold: float):
@@ -396,7 +416,8 @@ def sync_rule(trace):
                 "Each one stops the CPU from queueing work ahead: avoid .item(), .cpu(), printing tensors "
                 "and blocking copies in the loop, or do them every N steps.",
                 {"syncs": n, "sync_calls": int(sync["calls_in_steps"]), "sync_ops": n_ops, "per_step": n / n_steps,
-                 "sync_ns": wait, "share_pct": 100 * share, "names": dict(counts)})
+                 "sync_ns": wait, "share_pct": 100 * share, "names": dict(counts)},
+                link=next(({"q": name} for name, _ in counts if name.startswith("aten::")), None))
 
 
 @per_trace

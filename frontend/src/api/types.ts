@@ -99,6 +99,8 @@ export interface Recommendation {
   text: string;
   evidence?: Record<string, unknown>;
   url?: string | null;
+  /** where its evidence is seen: a view and the table filter (q) or kernel grouping that shows it */
+  link?: { view?: string; q?: string; kgroup?: string; find?: string };
 }
 
 export interface OverviewReply {

@@ -29,6 +29,8 @@ export const STATE_KEYS = [
   // Trace (tmode=ranks: the Ranks mode, ranks: the ranks it shows; r0/r1: the range selected on the ruler;
   // cp: the step whose critical path is highlighted)
   "t0", "t1", "ev", "tmode", "ranks", "r0", "r1", "cp",
+  // Trace: a search to start with (find: a recommendation's link shows the events it counts)
+  "find",
   // Memory
   "dev", "m0", "m1",
   // Module

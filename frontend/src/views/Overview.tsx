@@ -13,7 +13,7 @@ import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/co
 import { Name } from "../components/Name";
 import { Caveat } from "../components/TrustBadge";
 import { setState } from "../state/store";
-import type { ViewId } from "../state/url";
+import { VIEW_IDS, type ViewId } from "../state/url";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
 import { stackedExtent, valueAxis } from "../util/ticks";
 import { AnnotationsSection } from "./why/Annotations";
@@ -94,11 +94,18 @@ export function RecommendationList({ recs }: { recs: Recommendation[] }) {
             <span className="sev">{r.severity}</span> <Name text={r.title} />
           </div>
           <div className="rec-text"><Name text={r.text} /></div>
-          {r.url && /^https?:\/\//.test(r.url) && (
-            <a className="rec-link" href={r.url} target="_blank" rel="noopener noreferrer">
-              Read more
-            </a>
-          )}
+          <div className="rec-actions">
+            {r.link?.view && (VIEW_IDS as string[]).includes(r.link.view) && (
+              <button type="button" className="small link" onClick={() => setState({ view: r.link!.view as ViewId, q: r.link!.q, kgroup: r.link!.kgroup, find: r.link!.find })}>
+                {r.link.q || r.link.find ? `Show ${r.link.q ?? r.link.find} in the ${r.link.view} view` : `Open the ${r.link.view} view`}
+              </button>
+            )}
+            {r.url && /^https?:\/\//.test(r.url) && (
+              <a className="rec-link" href={r.url} target="_blank" rel="noopener noreferrer">
+                Read more
+              </a>
+            )}
+          </div>
         </li>
       ))}
     </ul>

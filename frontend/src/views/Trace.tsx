@@ -54,7 +54,7 @@ function ModeToggle({ ranks }: { ranks: boolean }) {
 function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle: ReactNode }) {
   const selKey = `${sel.run}\u0000${sel.worker ?? ""}\u0000${sel.span ?? ""}`;
   const { data, bounds, vp, setVp, error, progress, loading, width } = useTimelineWindow<TimelineReply>("trace", sel, selKey, st.t0, st.t1);
-  const [search, setSearch] = useState("");
+  const [search, setSearch] = useState(st.find ?? "");  // a link may start a search (find)
   const [reveal, setReveal] = useState<{ track: number; depth: number; nonce: number } | null>(null);
   const revealNext = useRef(false);
   // the time range selected on the ruler (whole ns on the timeline's clock), kept in the URL
