@@ -23,6 +23,8 @@ import re
 import numpy as np
 
 from tb_profiler.analysis import breakdown as bd
+from tb_profiler.analysis.advice_conv import slow_conv_rule
+from tb_profiler.analysis.advice_text import LINKS, fmt_bytes, fmt_ns, rec as _rec  # noqa: F401 - fmt_* re-exported
 from tb_profiler.analysis.gpu import (
     device_summary,
     kernel_tc_share,
@@ -92,53 +94,6 @@ def _recommendations(trace) -> list[dict]:
         found.extend(r for r in [rule(trace)] if r)
     order = {"warning": 0, "info": 1}
     return sorted(found, key=lambda r: order.get(r["severity"], 2))
-
-
-# -- formatting ------------------------------------------------------------------------------
-
-def fmt_ns(ns: float) -> str:
-    """A duration in the unit that reads best: 41.2 ms, 350.0 us, 2.31 s."""
-    ns = float(ns)
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if abs(ns) >= 1e6:
-        return f"{ns / 1e6:.1f} ms"
-    if abs(ns) >= 1e3:
-        return f"{ns / 1e3:.1f} us"
-    return f"{ns:.0f} ns"
-
-
-def fmt_bytes(n: float) -> str:
-    n = float(n)
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-# Where each recommendation's evidence is seen in the UI: a view and, for the tables, the
-# filter (q) or grouping (kgroup), for the Trace view the search (find), that shows the
-# events it counts. One place, so the Overview,
-# the CLI and agents link a finding to the same page.
-LINKS: dict[str, dict[str, str]] = {
-    "dataloader": {"view": "Trace", "find": "DataLoader"},
-    "dataparallel": {"view": "Operator", "q": "DataParallel"},
-    "nccl_backend": {"view": "Distributed"},
-    "communication": {"view": "Distributed"},
-    "low_utilization": {"view": "Trace"},
-    "amp": {"view": "Kernel", "kgroup": "KernelNameAndOp"},
-    "memory_peak": {"view": "Memory"},
-    "launch_bound": {"view": "Kernel"},
-    "host_sync": {"view": "Operator", "q": "aten::item"},
-    "pageable_memcpy": {"view": "Trace", "find": "Memcpy"},
-    "device_idle": {"view": "Trace"},
-}
-
-
-def _rec(rid: str, severity: str, title: str, text: str, evidence: dict, url: str | None = None,
-         link: dict | None = None) -> dict:
-    return {"id": rid, "severity": severity, "title": title, "text": text, "evidence": evidence,
-            "url": url, "link": {**LINKS.get(rid, {}), **(link or {})}}
 
 
 def _share_rule(trace, category: str, threshold: float):
@@ -609,4 +564,4 @@ def _host_op_during(trace, lo: int, hi: int) -> str | None:
 
 
 RULES = (dataloader_rule, dataparallel_rule, nccl_rule, communication_rule, utilization_rule, amp_rule,
-         memory_rule, launch_bound_rule, sync_rule, pageable_rule, idle_rule)
+         memory_rule, launch_bound_rule, sync_rule, pageable_rule, idle_rule, slow_conv_rule)
