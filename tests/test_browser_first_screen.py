@@ -172,3 +172,25 @@ def test_a_recommendation_opens_its_evidence(serve_url, watch):
     wait_js(page, f"() => document.querySelector('.search-count')?.getAttribute('data-count') === '{want}'", 60)
     assert page.locator("input[type=search]").input_value() == "DataLoader"
     assert watch.errors == [], watch.errors
+
+
+def test_folded_stacks_show_the_users_line(serve_url, watch):
+    """Grouped by call stack, a folded stack shows its innermost frame of the user's own code
+    (cnn.py:N), not the library frame under it (torch/nn/modules/...); library frames are
+    dimmed when it is unfolded."""
+    page = watch.page
+    rows = api(serve_url, "operation/table", run="cnn_workers0", group_by="OperationAndStack")["rows"]
+    want = [r for r in rows if r.get("frames") and any((f.get("file") or "").endswith("cnn.py") for f in r["frames"])
+            and (r["frames"][0].get("file") or "").startswith("torch/")]
+    assert want, "no stack with a torch frame inside a cnn.py frame"
+    watch.open(f"{serve_url}/{hash_state(view='Operator', run='cnn_workers0', group='OperationAndStack')}")
+    watch.settle()
+    summaries = page.locator("details.frames-cell summary")
+    summaries.first.wait_for(timeout=60_000)
+    texts = summaries.all_inner_texts()
+    assert any("cnn.py:" in t for t in texts), texts[:5]
+    assert not any("torch/nn/modules" in t for t in texts), [t for t in texts if "torch/" in t][:3]
+    cell = page.locator("details.frames-cell").filter(has_text="cnn.py:").first
+    cell.locator("summary").click()
+    assert cell.locator("li.frame.lib").count() >= 1 and cell.locator("li.frame:not(.lib)").count() >= 1
+    assert watch.errors == [], watch.errors

@@ -7,17 +7,17 @@
 import { useState } from "react";
 import { copyText } from "../util/csv";
 import { Name } from "./Name";
-import { openableFile, type SourceFrame } from "../util/frames";
+import { isLibraryFrame, openableFile, shortFile, type SourceFrame } from "../util/frames";
 import { buildJumpMessage, frameLocation, jumpToSource, vsCodeTarget } from "../util/vscode";
 
 export function FrameItem({ frame }: { frame: SourceFrame }) {
   const [copied, setCopied] = useState(false);
-  const loc = frameLocation(frame.file, frame.line);
+  const loc = frameLocation(frame.file ? shortFile(frame.file) : frame.file, frame.line);
   const target = openableFile(frame);
   const full = frameLocation(target, frame.line);
   const canJump = !!vsCodeTarget() && !!buildJumpMessage(target, frame.line);
   return (
-    <li className="frame">
+    <li className={isLibraryFrame(frame) ? "frame lib" : "frame"}>
       {frame.func && <Name className="frame-func" text={frame.func} />}
       {loc &&
         (canJump ? (

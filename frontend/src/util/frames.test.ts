@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isStackArg, openableFile, parseCallStack, parseFrame } from "./frames";
+import { foldedFrame, isLibraryFrame, isStackArg, openableFile, parseCallStack, parseFrame, shortFile } from "./frames";
 
 describe("parseFrame", () => {
   it("splits file, 1-based line and function", () => {
@@ -42,5 +42,25 @@ describe("openableFile", () => {
     expect(openableFile({ file: "cnn.py", line: 45, func: "forward", path: null })).toBe("cnn.py");
     expect(openableFile({ file: "cnn.py", line: 45, func: "forward", path: "" })).toBe("cnn.py");
     expect(openableFile({ file: null, line: null, func: "<built-in>" })).toBeNull();
+  });
+});
+
+describe("folded stacks show the user's own code", () => {
+  const conv = { file: "torch/nn/modules/conv.py", line: 546, func: "_conv_forward" };
+  const site = { file: "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py", line: 1784, func: "_call_impl" };
+  const builtin = { file: null, line: null, func: "<built-in method conv2d of type object>" };
+  const user = { file: "/home/me/cnn.py", line: 51, func: "forward" };
+  it("tells library frames from the user's", () => {
+    expect([conv, site, builtin, user].map(isLibraryFrame)).toEqual([true, true, true, false]);
+    expect(isLibraryFrame({ file: "/usr/lib/python3.11/threading.py", line: 1, func: "run" })).toBe(true);
+  });
+  it("folds to the innermost user frame, else the innermost with a file", () => {
+    expect(foldedFrame([builtin, conv, site, user])).toBe(user);
+    expect(foldedFrame([builtin, conv, site])).toBe(conv);
+    expect(foldedFrame([builtin])).toBe(builtin);
+  });
+  it("shortens installed packages' paths", () => {
+    expect(shortFile(site.file)).toBe("torch/nn/modules/module.py");
+    expect(shortFile(user.file)).toBe("/home/me/cnn.py");
   });
 });

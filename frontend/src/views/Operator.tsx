@@ -15,6 +15,7 @@ import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { StackFrames } from "../components/StackFrames";
 import { setState } from "../state/store";
 import { fmtDuration } from "../util/format";
+import { foldedFrame, shortFile } from "../util/frames";
 import { CompiledSection } from "./kernel/Compiled";
 import { RooflineSection } from "./why/Roofline";
 
@@ -26,14 +27,14 @@ export const GROUPS = [
 
 type OpRow = OperatorRow & { stack_id?: number; frames?: Frame[] };
 
-/** The innermost frame with a source line, the whole stack on demand. */
+/** The innermost frame of the user's own code (util/frames: foldedFrame), the whole stack on demand. */
 function FramesCell({ frames }: { frames: Frame[] | undefined }) {
   if (!frames || !frames.length) return <span className="muted">no stack</span>;
-  const first = frames.find((f) => f.file) ?? frames[0];
+  const first = foldedFrame(frames) ?? frames[0];
   return (
     <details className="frames-cell">
       <summary>
-        <Name text={first.func ?? ""} /> <span className="muted mono"><Name text={first.file ? `${first.file}:${first.line ?? ""}` : ""} /></span>
+        <Name text={first.func ?? ""} /> <span className="muted mono"><Name text={first.file ? `${shortFile(first.file)}:${first.line ?? ""}` : ""} /></span>
         {frames.length > 1 ? <span className="muted"> (+{frames.length - 1})</span> : null}
       </summary>
       <StackFrames frames={frames} />
