@@ -50,7 +50,7 @@ def test_clipped_totals_and_self_times(trace):
     }
     assert out["events"] == 5
     assert out["kinds"].to_dict("records") == [
-        {"kind": "operator", "label": "Operators", "count": 3, "total_ns": 100_000, "self_ns": 75_000},
+        {"kind": "operator", "label": "Operators on the CPU", "count": 3, "total_ns": 100_000, "self_ns": 75_000},
         {"kind": "kernel", "label": "Kernels", "count": 1, "total_ns": 50_000, "self_ns": 50_000},
         {"kind": "runtime", "label": "Runtime calls", "count": 1, "total_ns": 5_000, "self_ns": 5_000}]
     assert [r["kind"] for r in out["rows"].to_dict("records")] == ["operator", "operator", "kernel", "runtime"]
@@ -112,3 +112,29 @@ def test_children_overlapping_each_other_clamp_the_self_time_at_zero_with_a_note
     t0 = int(t.span[0])
     assert route(t, a - t0, a - t0 + 300_000)["notes"] == out["notes"]  # the route carries the note
     assert range_stats(t, a + 200_000, a + 300_000)["notes"] == []  # nothing clamped there
+
+
+def test_v100_kernels_name_the_operator_that_launched_them():
+    """launched_by: per device name, the operator whose launches issued most of its time in
+    the range (links.launching_op, counted here event by event); None for host rows."""
+    from collections import Counter
+
+    from tb_profiler.analysis.links import launching_op
+
+    t = tb_profiler.load(V100_TRACE)
+    st = steps(t)
+    a, b = int(st["start_ns"].iloc[1]), int(st["end_ns"].iloc[1])   # one whole step
+    rows = range_stats(t, a, b)["rows"]
+    ev, op = t.events, launching_op(t)
+    kernels = rows[rows["kind"] == "kernel"]
+    assert len(kernels) and kernels["launched_by"].notna().all()
+    for _, r in kernels.head(5).iterrows():
+        hit = np.flatnonzero((t.roles == Role.COMPUTE) & (t.str(ev["name"]) == r["name"]) & (ev["ts"] < b)
+                             & (ev["ts"] + ev["dur"] > a))
+        clipped = np.minimum(ev["ts"][hit] + ev["dur"][hit], b) - np.maximum(ev["ts"][hit], a)
+        by = Counter()
+        for i, c in zip(hit, clipped):
+            if op[i] >= 0:
+                by[t.str(ev["name"][op[i]])] += int(c)
+        assert r["launched_by"] == max(sorted(by), key=lambda n: by[n])
+    assert rows[rows["kind"] == "operator"]["launched_by"].isna().all()

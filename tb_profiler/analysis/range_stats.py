@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tb_profiler.analysis.links import launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import parents
 from tb_profiler.analysis.shared import threads
@@ -25,9 +26,9 @@ from tb_profiler.trace.roles import Role
 
 __all__ = ["KIND_LABELS", "RANGE_COLUMNS", "range_stats", "track_nesting"]
 
-RANGE_COLUMNS = ["kind", "name", "count", "total_ns", "self_ns", "avg_ns", "max_ns"]
+RANGE_COLUMNS = ["kind", "name", "count", "total_ns", "self_ns", "avg_ns", "max_ns", "launched_by"]
 KIND_LABELS = {
-    Role.HOST_OP: ("operator", "Operators"), Role.ANNOTATION: ("annotation", "Annotations"),
+    Role.HOST_OP: ("operator", "Operators on the CPU"), Role.ANNOTATION: ("annotation", "Annotations"),
     Role.PYTHON: ("python", "Python"), Role.RUNTIME: ("runtime", "Runtime calls"),
     Role.COMPUTE: ("kernel", "Kernels"), Role.MEMCPY: ("memcpy", "Memcpy"), Role.MEMSET: ("memset", "Memset"),
     Role.DEVICE_MARK: ("device_mark", "Device annotations and syncs"), Role.OTHER: ("other", "Other"),
@@ -55,7 +56,9 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     """The events overlapping [start_ns, end_ns) (absolute ns, as ``trace.events["ts"]``),
     by kind and name.
 
-    Returns {"start_ns", "end_ns", "rows": RANGE_COLUMNS, one row per (kind, name), kinds
+    Returns {"start_ns", "end_ns", "rows": RANGE_COLUMNS, one row per (kind, name) (for
+    device work, ``launched_by``: the operator that launched most of its time in the range,
+    so the kernels of a window name what ran them on the CPU; None for host rows), kinds
     in a fixed order (operators, kernels, copies, fills, runtime, annotations, Python,
     device marks, other) and names by total time, largest first; "kinds": per kind: kind,
     label, count, total_ns, self_ns; "events": how many events overlap the range; "notes":
@@ -83,6 +86,7 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     out = (frame.groupby(["role", "name_id"], sort=False)
            .agg(count=("dur", "size"), total_ns=("clipped", "sum"), self_ns=("self", "sum"),
                 avg_ns=("dur", "mean"), max_ns=("dur", "max")).reset_index())
+    out["launched_by_id"] = _launched_by(trace, rows, frame, out)
     rank = np.zeros(len(Role), dtype=np.int64)
     rank[[int(r) for r in _ORDER]] = np.arange(len(_ORDER))
     out["order"] = rank[out["role"].to_numpy(np.int64)]
@@ -90,6 +94,8 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     out["kind"] = _KIND_OF_ROLE[out["role"].to_numpy(np.int64)]  # a lookup, not an Enum call per row
     out["name"] = trace.str(out["name_id"].to_numpy(np.int64)) if len(out) else np.zeros(0, object)
     out["avg_ns"] = np.rint(out["avg_ns"].to_numpy(np.float64)).astype(np.int64)
+    lb = out["launched_by_id"].to_numpy(np.int64)
+    out["launched_by"] = np.where(lb >= 0, trace.str(np.maximum(lb, 0)), None) if len(out) else np.zeros(0, object)
     result = out[RANGE_COLUMNS].reset_index(drop=True).astype({"count": np.int64, "total_ns": np.int64,
                                                                "self_ns": np.int64, "max_ns": np.int64})
     kinds = (result.groupby("kind", sort=False).agg(count=("count", "sum"), total_ns=("total_ns", "sum"),
@@ -98,6 +104,21 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
     kinds.insert(1, "label", [labels[k] for k in kinds["kind"]])
     return {"start_ns": int(start_ns), "end_ns": int(end_ns), "events": int(len(rows)), "rows": result,
             "kinds": kinds, "notes": _clamp_note(negative)}
+
+
+def _launched_by(trace, rows: np.ndarray, frame: pd.DataFrame, out: pd.DataFrame) -> np.ndarray:
+    """Per row of ``out`` (role, name_id), the name id of the operator that launched most of
+    its time in the range (links.launching_op: the cpu_op around the launch call); -1 for
+    host events and device work whose launch is not in the trace."""
+    op = launching_op(trace)[rows]
+    name = np.where(op >= 0, trace.events["name"][np.maximum(op, 0)], -1).astype(np.int64)
+    by = (pd.DataFrame({"role": frame["role"], "name_id": frame["name_id"], "op": name, "t": frame["clipped"]})
+          [name >= 0].groupby(["role", "name_id", "op"], sort=False)["t"].sum().reset_index())
+    if not len(by):
+        return np.full(len(out), -1, np.int64)
+    top = by.sort_values(["t", "op"], ascending=[False, True], kind="stable").drop_duplicates(["role", "name_id"])
+    got = out[["role", "name_id"]].merge(top, on=["role", "name_id"], how="left")["op"]
+    return got.fillna(-1).to_numpy(np.int64)
 
 
 def _clamp_note(negative: int) -> list[str]:

@@ -25,6 +25,8 @@ export interface RangeStatsRow {
   /** of the whole events */
   avg_ns: number;
   max_ns: number;
+  /** device work: the operator that launched most of its time in the range (null: host rows, or launch not in the trace) */
+  launched_by?: string | null;
 }
 
 /** One kind (the roles of trace.roles) in the range. */
@@ -59,6 +61,18 @@ export const RANGE_COLS: Col<RangeStatsRow>[] = [
   { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us", title: "Longest whole event" },
 ];
 
+/** Device work's extra column: what launched it on the CPU. */
+const LAUNCHED_BY: Col<RangeStatsRow> = {
+  id: "launched_by", header: "Launched by", value: (r) => r.launched_by ?? "", width: 200,
+  title: "The operator whose launch call issued most of this name's time in the range",
+};
+const DEVICE_KINDS = new Set(["kernel", "memcpy", "memset"]);
+
+/** The columns of a kind's table: device work adds who launched it. */
+export function rangeCols(kind: string): Col<RangeStatsRow>[] {
+  return DEVICE_KINDS.has(kind) ? [RANGE_COLS[0], LAUNCHED_BY, ...RANGE_COLS.slice(1)] : RANGE_COLS;
+}
+
 /** A kind's tab: its label with its event count. */
 export function kindTabLabel(k: RangeStatsKind): string {
   return `${k.label} (${fmtCount(k.count)})`;
@@ -90,7 +104,7 @@ export function RangeStatsTables({ d, kind, onKind, exportName }: {
       <DataTable
         key={k.kind}
         rows={rows}
-        cols={RANGE_COLS}
+        cols={rangeCols(k.kind)}
         initialSort={{ id: "total", desc: true }}
         exportName={[...(exportName ?? ["range"]), k.kind]}
         rowKey={(r) => r.name}
