@@ -56,7 +56,7 @@ const reply: RangeStatsReply = {
   rows: [
     { kind: "operator", name: "aten::conv2d", count: 3, total_ns: 600, self_ns: 300, avg_ns: 250, max_ns: 400 },
     { kind: "operator", name: "<script>x</script>", count: 1, total_ns: 100, self_ns: 100, avg_ns: 100, max_ns: 100 },
-    { kind: "kernel", name: "volta_sgemm", count: 2, total_ns: 300, self_ns: 300, avg_ns: 150, max_ns: 200 },
+    { kind: "kernel", name: "volta_sgemm", count: 2, total_ns: 300, self_ns: 300, avg_ns: 150, max_ns: 200, launched_by: "aten::mm" },
   ],
   more: { kernel: 7 },
 };
@@ -86,7 +86,8 @@ describe("range statistics tables", () => {
 
   it("says how many names of a kind were left out", () => {
     const el = mount(<RangeStatsTables d={reply} kind="kernel" onKind={() => undefined} />);
-    expect(tableRows(el)).toEqual([["volta_sgemm", "2", "0.300", "0.300", "0.150", "0.200"]]);
+    // device work names what launched it (second column)
+    expect(tableRows(el)).toEqual([["volta_sgemm", "aten::mm", "2", "0.300", "0.300", "0.150", "0.200"]]);
     expect(el.querySelector(".range-more")?.textContent).toContain("7 more names");
     expect(el.querySelector(".range-kind-totals")?.textContent).toContain("Kernels: 2 events");
   });
