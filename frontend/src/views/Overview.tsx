@@ -150,8 +150,9 @@ export function OverviewView({ sel, dark }: ViewProps) {
           { id: "cc", header: "Compute capability", value: (r) => r.compute_capability ?? "" },
           { id: "sms", header: "SMs", value: (r) => r.num_sms, kind: "count" },
           { id: "kernels", header: "Kernels", value: (r) => r.kernels, kind: "count" },
-          { id: "busy", header: "Busy", value: (r) => r.busy_ns, kind: "us", title: "Time with at least one kernel running (µs)" },
-          { id: "util", header: "Utilization", value: (r) => r.utilization_pct, kind: "pct", title: "Busy time over the steps' window" },
+          // "Kernel busy", not "Busy": the idle-time section's Busy counts copies and fills too (one label, one definition)
+          { id: "busy", header: "Kernel busy", value: (r) => r.busy_ns, kind: "us", title: "Time with at least one kernel running (µs); the idle-time section's Busy also counts copies and fills" },
+          { id: "util", header: "Utilization", value: (r) => r.utilization_pct, kind: "pct", title: "Kernel busy time over the steps' window" },
           { id: "sm", header: "Est. SM efficiency", value: (r) => r.sm_efficiency_pct, kind: "pct" },
           { id: "occ", header: "Est. achieved occupancy", value: (r) => r.occupancy_pct, kind: "pct" },
         ];

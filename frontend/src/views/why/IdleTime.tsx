@@ -84,7 +84,7 @@ export function idleCols(deviceWord: string, withStream: boolean): Col<IdleRow>[
   if (withStream) c.push({ id: "stream", header: "Stream", value: (r) => r.stream, kind: "count" });
   c.push(
     { id: "window", header: "Steps' window", value: (r) => r.window_ns, kind: "us", title: "The steps' duration" },
-    { id: "busy", header: "Busy", value: (r) => r.busy_ns, kind: "us", title: "Time with work running" },
+    { id: "busy", header: "Busy", value: (r) => r.busy_ns, kind: "us", title: "Time with device work running: kernels, copies or fills (the device summary's Kernel busy counts kernels only)" },
     { id: "idle", header: "Idle", value: (r) => r.idle_ns, kind: "us" },
     { id: "idle_pct", header: "Idle share", value: (r) => share(r.idle_ns, r.window_ns), kind: "pct", title: "Idle over the steps' window" },
     { id: "host", header: "Host wait", value: (r) => r.host_wait_ns, kind: "us", title: KIND_HINTS.host_wait },
