@@ -148,6 +148,10 @@ def test_overview_step_time_and_idle_time_match_the_api(why_url, watch):
                       "Kernel wait": [r["kernel_wait_ns"] for r in per_step], "Other": [r["other_ns"] for r in per_step]}
     wraps = sec.locator(".table-wrap")
     assert_same_rows(export_csv(wraps.nth(0)), totals, [(dw, "device", "num"), *IDLE])
+    # the per-stream and gap tables are folded under the answer (issue 21): closed until asked for
+    for fold in (".idle-streams", ".idle-gaps"):
+        assert sec.locator(f"details{fold}").get_attribute("open") is None
+        sec.locator(f"details{fold} > summary").click()
     assert_same_rows(export_csv(sec.locator(".idle-streams .table-wrap")), [r for r in idle["streams"] if r["step"] == -1],
                      [(dw, "device", "num"), ("Stream", "stream", "num"), *IDLE])
     gaps = export_csv(sec.locator(".idle-gaps .table-wrap"))

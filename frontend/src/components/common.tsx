@@ -181,3 +181,14 @@ export function useToggle(initial = false): [boolean, () => void] {
   const [v, setV] = useState(initial);
   return [v, () => setV((x) => !x)];
 }
+
+/** Evidence folded behind its title (a long table under an answer): closed until asked for,
+ * its summary saying what it holds, so a view's first screen keeps its conclusion. */
+export function Fold({ title, summary, className, children }: { title: string; summary?: ReactNode; className?: string; children: ReactNode }) {
+  return (
+    <details className={"fold " + (className ?? "")}>
+      <summary><span className="fold-title">{title}</span>{summary ? <span className="muted"> · {summary}</span> : null}</summary>
+      {children}
+    </details>
+  );
+}

@@ -15,7 +15,7 @@ import { getJson } from "../../api/client";
 import { useApi } from "../../api/hooks";
 import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
-import { Empty, Loaded, Notes, Stat } from "../../components/common";
+import { Empty, Fold, Loaded, Notes, Stat } from "../../components/common";
 import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
 import { stackedExtent, valueAxis } from "../../util/ticks";
@@ -261,8 +261,7 @@ export function CriticalPathSection({ sel, dark }: Pick<ViewProps, "sel" | "dark
               <DataTable rows={steps} cols={cols} exportName={[...exportBase, "critical-path-steps"]} pageSize={50} rowKey={(r) => String(r.step)} filterPlaceholder="Filter steps…" />
             </div>
             <div className="muted small-note">“Show in Trace” opens the step in the Trace view with its critical path outlined.</div>
-            <h3 className="sub-head">Longest on the paths</h3>
-            <div className="cp-top">
+            <Fold title="Longest on the paths" summary={`${fmtCount(d.top.length)} names`} className="cp-top">
               <DataTable
                 rows={d.top}
                 cols={TOP_COLS}
@@ -272,7 +271,7 @@ export function CriticalPathSection({ sel, dark }: Pick<ViewProps, "sel" | "dark
                 caption={`${fmtCount(d.top.length)} names on the paths of all steps (host gaps named by the operator they are charged to)`}
                 filterPlaceholder="Filter names…"
               />
-            </div>
+            </Fold>
           </div>
         );
       }}

@@ -10,7 +10,7 @@ import { useApi } from "../../api/hooks";
 import type { IdleGap, IdleReply, IdleRow } from "../../api/why";
 import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
-import { Empty, Loaded, Notes, Select, Stat } from "../../components/common";
+import { Empty, Fold, Loaded, Notes, Select, Stat } from "../../components/common";
 import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
 import { stackedExtent, valueAxis } from "../../util/ticks";
@@ -166,12 +166,10 @@ export function IdleTimeSection({ sel, dark, deviceWord }: Pick<ViewProps, "sel"
               </div>
               <h3 className="sub-head">Per {deviceWord}, over all steps</h3>
               <DataTable rows={totals} cols={devCols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "idle-devices"]} pageSize={50} filterPlaceholder="Filter…" />
-              <h3 className="sub-head">Per stream, over all steps</h3>
-              <div className="idle-streams">
+              <Fold title="Per stream, over all steps" summary={`${fmtCount(streams.length)} streams`} className="idle-streams">
                 <DataTable rows={streams} cols={streamCols} exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "idle-streams"]} pageSize={50} initialSort={{ id: "idle", desc: true }} filterPlaceholder="Filter…" />
-              </div>
-              <h3 className="sub-head">Longest gaps</h3>
-              <div className="idle-gaps">
+              </Fold>
+              <Fold title="Longest gaps" summary={d.gaps_total > d.gaps.length ? `the ${fmtCount(d.gaps.length)} longest of ${fmtCount(d.gaps_total)}` : `${fmtCount(d.gaps_total)} gaps`} className="idle-gaps">
                 <DataTable
                   rows={d.gaps}
                   cols={gCols}
@@ -182,8 +180,8 @@ export function IdleTimeSection({ sel, dark, deviceWord }: Pick<ViewProps, "sel"
                   onRowClick={(g) => setState({ view: "Trace", t0: String(g.start_ns), t1: String(g.end_ns), ev: undefined })}
                   filterPlaceholder="Filter gaps…"
                 />
-              </div>
-              <div className="muted small-note">Click a gap to open it in the Trace view.</div>
+                <div className="muted small-note">Click a gap to open it in the Trace view.</div>
+              </Fold>
             </>
           );
         }}
