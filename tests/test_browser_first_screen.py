@@ -194,3 +194,32 @@ def test_folded_stacks_show_the_users_line(serve_url, watch):
     cell.locator("summary").click()
     assert cell.locator("li.frame.lib").count() >= 1 and cell.locator("li.frame:not(.lib)").count() >= 1
     assert watch.errors == [], watch.errors
+
+
+def test_trace_view_keys(serve_url, watch):
+    """The Trace view's keyboard (issue 21): "/" puts the cursor in the search, n / N step
+    through its matches, "?" lists every key, Escape closes that list."""
+    page = watch.page
+    watch.open(f"{serve_url}/{hash_state(view='Trace', run=V100_RUN)}")
+    watch.settle()
+    box = page.get_by_label("Search events by name")
+    box.wait_for(timeout=60_000)
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("/")
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "Search events by name"
+    page.keyboard.type("aten::conv2d")
+    wait_js(page, "() => Number(document.querySelector('.search-count')?.getAttribute('data-count') || 0) > 2", 60)
+    page.keyboard.press("Enter")
+    wait_js(page, "() => /^1 \\/ /.test(document.querySelector('.search-count')?.textContent ?? '')", 60)
+    page.locator("body").click(position={"x": 5, "y": 5})   # leave the field: n / N are the view's
+    page.keyboard.press("n")
+    wait_js(page, "() => /^2 \\/ /.test(document.querySelector('.search-count')?.textContent ?? '')", 30)
+    page.keyboard.press("Shift+N")
+    wait_js(page, "() => /^1 \\/ /.test(document.querySelector('.search-count')?.textContent ?? '')", 30)
+    page.keyboard.press("?")
+    dialog = page.get_by_role("dialog", name="Keyboard shortcuts")
+    dialog.wait_for(timeout=10_000)
+    assert "search events by name" in dialog.inner_text() and "zoom to a range" in dialog.inner_text()
+    page.keyboard.press("Escape")
+    dialog.wait_for(state="detached", timeout=10_000)
+    assert watch.errors == [], watch.errors

@@ -24,6 +24,7 @@ import { joinableDevice, useSnapshotOverlay } from "./memory/overlay";
 import { windowCounters } from "./trace/counters";
 import { Details, selectionFlows } from "./trace/Details";
 import { RangeStats } from "./trace/RangeStats";
+import { KeysOverlay, useTraceKeys } from "./trace/Keys";
 import { highlightFromSegments, type CriticalPathReply } from "./why/CriticalPath";
 
 export { selectionFlows };
@@ -177,6 +178,11 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
 
   // device utilization (from the window's reply) above the memory counters
   const [showUtil, setShowUtil] = useState(true);
+  const searchRef = useRef<HTMLInputElement | null>(null);
+  const stepRef = useRef(step);
+  stepRef.current = step;
+  const stepLatest = useMemo(() => (d: number) => stepRef.current(d), []);
+  const [keysOpen, setKeysOpen] = useTraceKeys(searchRef, stepLatest);
   const utilCounters = useMemo<Counter[]>(() => (showUtil ? windowCounters(data?.counters) : []),
     [data?.counters, showUtil]);
   const allCounters = useMemo(() => [...utilCounters, ...counters], [utilCounters, counters]);
@@ -197,9 +203,10 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
         {modeToggle}
         <span className="search-box" role="search" style={{ display: "inline-flex", alignItems: "center", gap: 4 }}>
           <input
+            ref={searchRef}
             type="search"
             className="filter"
-            placeholder="Search events by name…"
+            placeholder="Search events by name… (/)"
             value={search}
             maxLength={200}
             onChange={(e) => setSearch(e.target.value)}
@@ -228,6 +235,10 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
         <button type="button" className="small" onClick={() => setVp({ start: bounds.start, end: bounds.end, width: vp.width })}>
           Whole trace
         </button>
+        <button type="button" className="small" aria-label="Keyboard shortcuts" title="Keyboard shortcuts (?)" onClick={() => setKeysOpen(true)}>
+          ?
+        </button>
+        {keysOpen && <KeysOverlay onClose={() => setKeysOpen(false)} />}
         <button type="button" className="small" onClick={() => setVp(fitRange(vp.start + span * 0.25, vp.end - span * 0.25, vp.width, bounds, 0))}>
           Zoom in
         </button>
