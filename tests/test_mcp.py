@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 
 import anyio
 import pytest
@@ -47,7 +48,24 @@ def _call_all(logdir, cache_dir, calls: list[tuple[str, dict]]) -> tuple[set[str
                 out.append((res.is_error, text))
             return tools, out
 
-    return anyio.run(go)
+    # in a thread of its own: an earlier test (Playwright's sync API) may leave an event loop
+    # running on this one, and anyio.run refuses to start inside it
+    out: list = []
+    failed: list = []
+
+    def run() -> None:
+        try:
+            out.append(anyio.run(go))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failed.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(600)
+    if failed:
+        raise failed[0]
+    assert out, "the MCP client did not finish in 600 s"
+    return out[0]
 
 
 def test_the_sdk_client_gets_the_routes_answers(logdir, tmp_path):
