@@ -57,8 +57,8 @@ function NotFound({ what, name, among, inRun, onOpen }: { what: string; name: st
 /** "Copy link": the address of what the page shows, run, worker and span named (shareLink). */
 function CopyLink({ st }: { st: AppState }) {
   const [done, setDone] = useState<string | null>(null);
+  const link = shareLink(st, serializeState(st));
   const copy = async () => {
-    const link = shareLink(st, serializeState(st));
     try {
       await navigator.clipboard.writeText(link);
       setDone("Copied");
@@ -69,7 +69,7 @@ function CopyLink({ st }: { st: AppState }) {
     setTimeout(() => setDone(null), 2000);
   };
   return (
-    <button type="button" className="small" data-link={shareLink(st, serializeState(st))}
+    <button type="button" className="small" data-link={link}
       title="Copy a link to this view: run, worker, span, view and the view's settings (sort, filter, range, selection)"
       onClick={copy}>
       {done ?? "Copy link"}

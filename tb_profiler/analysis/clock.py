@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.recommendations import fmt_ns
+from tb_profiler.analysis.advice_text import fmt_ns
 
 __all__ = ["CLOCK_COLUMNS", "align"]
 

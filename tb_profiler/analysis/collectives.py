@@ -66,7 +66,7 @@ import pandas as pd
 from tb_profiler.analysis.communication import BACKEND_RE, comm_calls, comm_kernels, name_flags
 from tb_profiler.analysis.links import NO_ROW, launch, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.recommendations import fmt_ns
+from tb_profiler.analysis.advice_text import fmt_ns
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.strings import map_string_ids
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tb_profiler.analysis import breakdown as bd
+from tb_profiler.analysis.advice_text import fmt_ns
 from tb_profiler.analysis.memo import per_trace
 
 IDLE_BOUND = 0.25   # device idle at least this share of the steps: the device is not what bounds them
@@ -61,7 +62,7 @@ def _diagnosis(trace) -> dict[str, Any]:
     host = _largest(avg, HOST_CATEGORIES, step)
     if not trace.has_device_work:
         figures["largest"] = host
-        return _verdict("host", f"CPU-only trace: the step ({_ns(step)}) is host time; {_cost(host)}, is its largest "
+        return _verdict("host", f"CPU-only trace: the step ({fmt_ns(step)}) is host time; {_cost(host)}, is its largest "
                         "cost.", figures, {"view": "Operator", "section": "Operators", **where})
     idle = idle_time(trace)["devices"]
     total = idle[idle["step"] == -1]
@@ -87,7 +88,7 @@ def _diagnosis(trace) -> dict[str, Any]:
     idle_text = f"idle {_pct(figures['idle_pct'] / 100)}" if figures["idle_pct"] is not None else "busy"
     view = {"kernel": "Kernel", "communication": "Distributed"}.get(busy["category"], "Trace")
     return _verdict(busy["category"], f"{word} {idle_text} of the step; {busy['label']} takes "
-                    f"{_ns(busy['ns_per_step'])} per step ({_pct(busy['pct'] / 100)} of it).", figures,
+                    f"{fmt_ns(busy['ns_per_step'])} per step ({_pct(busy['pct'] / 100)} of it).", figures,
                     {"view": view, "section": None, **where})
 
 
@@ -102,13 +103,7 @@ def _verdict(bound: str, sentence: str, figures: dict, evidence: dict) -> dict[s
 
 
 def _cost(c: dict) -> str:
-    return f"{c['label']}, {_ns(c['ns_per_step'])} per step"
-
-
-def _ns(ns: float) -> str:
-    from tb_profiler.analysis.recommendations import fmt_ns
-
-    return fmt_ns(ns)
+    return f"{c['label']}, {fmt_ns(c['ns_per_step'])} per step"
 
 
 def _pct(frac: float) -> str:

@@ -78,7 +78,7 @@ from tb_profiler.analysis.communication import comm_calls, comm_kernels
 from tb_profiler.analysis.hosts import pg_scopes, scope_split, with_scope
 from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals
 from tb_profiler.analysis.matching import INSTANCE_COLUMNS, group_instances, instances, match_notes, waits
-from tb_profiler.analysis.recommendations import fmt_ns
+from tb_profiler.analysis.advice_text import fmt_ns
 from tb_profiler.summary.model import stack
 
 __all__ = ["CLOCK_COLUMNS", "COLLECTIVE_COLUMNS", "DTYPE_BYTES", "EXCLUDED_COLUMNS", "INSTANCE_COLUMNS",

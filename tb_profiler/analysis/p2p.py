@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.recommendations import fmt_bytes
+from tb_profiler.analysis.advice_text import fmt_bytes
 
 __all__ = ["P2P_FAMILIES", "p2p_matrix", "process_groups"]
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from tb_profiler.analysis import breakdown as bd
 from tb_profiler.analysis.advice_conv import slow_conv_rule
-from tb_profiler.analysis.advice_text import LINKS, fmt_bytes, fmt_ns, rec as _rec  # noqa: F401 - fmt_* re-exported
+from tb_profiler.analysis.advice_text import fmt_bytes, fmt_ns, rec as _rec
 from tb_profiler.analysis.gpu import (
     device_summary,
     kernel_tc_share,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.recommendations import fmt_ns
+from tb_profiler.analysis.advice_text import fmt_ns
 
 __all__ = ["FLOOR", "LATE_COLUMNS", "MIN_RANKS", "OPERATOR_COLUMNS", "RELATIVE", "ROBUST_Z", "STRAGGLER_COLUMNS",
            "late_ranks", "rank_ranges", "step_matrix", "stragglers", "verdict"]
