@@ -595,7 +595,7 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
         idle = trace.idle(kernel_wait_ns=kernel_wait_ns)
         doc["idle"] = to_jsonable({k: v for k, v in idle.items() if k != "gaps"})
         device_gaps = idle["gaps"][idle["gaps"]["stream"] == -1]  # every stream idle: counted once
-        doc["idle"]["gaps"] = to_jsonable(device_gaps.nlargest(top, "dur_ns"))
+        doc["idle"]["gaps"] = _from_start(to_jsonable(device_gaps.nlargest(top, "dur_ns")), ("start_ns", "end_ns"), origin)
     if "launches" in only:
         la = trace.launches()
         doc["launches"] = to_jsonable({k: v for k, v in la.items() if k != "launches"})
@@ -608,6 +608,7 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
         copies = trace.memcpy()
         doc["memcpy"] = to_jsonable({"directions": copies["directions"], "notes": copies["notes"],
                                      "copies": copies["copies"].nlargest(top, "bytes")})
+        _from_start(doc["memcpy"]["copies"], ("start_ns",), origin)
     if "annotations" in only:
         ann = trace.annotations()
         doc["annotations"] = to_jsonable({"host": ann["host"].head(top), "device": ann["device"].head(top),
@@ -620,11 +621,20 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
         doc["roofline"] = to_jsonable({"operators": roof["operators"].head(top), "kernels": roof["kernels"].head(top),
                                        "device": roof["device"], "notes": roof["notes"]})
     if window is not None:
-        origin = int(trace.span[0])
         stats = trace.range_stats(origin + window[0], origin + window[1])
         stats["rows"] = stats["rows"].groupby("kind", sort=False).head(top)  # the heaviest names of each kind
         doc["range"] = to_jsonable(stats)
     return doc
+
+
+def _from_start(rows: list[dict], fields: Sequence[str], origin: int) -> list[dict]:
+    """Times as the UI gives them, from the trace's start (its first event), not on the
+    profiler's clock: ``why --json`` and the plugin's routes hold the same numbers."""
+    for row in rows:
+        for f in fields:
+            if isinstance(row.get(f), (int, float)):
+                row[f] = int(row[f]) - origin
+    return rows
 
 
 def _print_why(doc: dict) -> None:
@@ -753,12 +763,20 @@ def _print_table(title: str, rows: list[dict], columns: Sequence[str]) -> None:
 
 
 def _cell(column: str, value: Any) -> str:
+    """A table cell in the UI's units: times from the trace's start in µs, durations in
+    the unit that reads best, shares and percentages as %, sizes in KiB/MiB/GiB."""
     if value is None:
         return "-"
     if column.endswith("_pct"):
         return _pct(value)
-    if column.endswith("_ns") or "_ns_" in column:
+    if column.endswith("_share"):
+        return _pct(100 * value)
+    if column == "start_ns" or column.endswith("_start_ns"):
+        return f"{value / 1e3:,.3f} µs"
+    if column == "ns" or column.endswith("_ns") or "_ns_" in column:
         return _duration(value)
+    if column.endswith("bytes") and isinstance(value, (int, float)):
+        return _size(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

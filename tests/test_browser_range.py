@@ -94,8 +94,8 @@ def test_ruler_drag_selects_a_range_and_shows_its_statistics(v100_url, watch):
     for k, tab in zip(api["kinds"], tabs.all()):
         tab.click()
         until(page, lambda: panel.locator(".range-kind").get_attribute("data-kind") == k["kind"], f"the {k['kind']} tab")
-        shown = {unguard(r["Name"]): (int(r["Count"]), int(r["Total (ns)"]), int(r["Self (ns)"]), float(r["Average (ns)"]),
-                                     int(r["Max (ns)"])) for r in export_csv(panel)}
+        shown = {unguard(r["Name"]): (int(r["Count"]), int(r["Total in range (ns)"]), int(r["Self in range (ns)"]),
+                                     float(r["Average (whole events) (ns)"]), int(r["Max (whole event) (ns)"])) for r in export_csv(panel)}
         want = {r["name"]: (r["count"], r["total_ns"], r["self_ns"], float(r["avg_ns"]), r["max_ns"])
                 for r in api["rows"] if r["kind"] == k["kind"]}
         assert shown == want, k["kind"]

@@ -66,7 +66,7 @@ def section_shot(section, name: str) -> None:
     page.evaluate("document.querySelector('.topbar') && (document.querySelector('.topbar').style.position = '')")
 
 
-OUTLIERS = [("Step", "step", "num"), ("Name", "name", "text"), ("Duration (ns)", "dur_ns", "num"),
+OUTLIERS = [("Step", "step", "num"), ("Name", "name", "text"), ("Step time (ns)", "dur_ns", "num"),
             ("× median", "ratio", "num"), ("Excess (ns)", "excess_ns", "num"), ("Cause", "cause_label", "text"),
             ("Cause Δ (ns)", lambda r: r[f"{r['cause']}_delta_ns"] if r["cause"] else None, "num")]
 IDLE = [("Steps' window (ns)", "window_ns", "num"), ("Busy (ns)", "busy_ns", "num"), ("Idle (ns)", "idle_ns", "num"),

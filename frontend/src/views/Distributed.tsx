@@ -17,8 +17,8 @@ import { Empty, KeyValues, Loaded, Notes, Section, Select, Tabs } from "../compo
 import { Name } from "../components/Name";
 import { fmtBytes, fmtDuration } from "../util/format";
 import { stackedExtent, valueAxis } from "../util/ticks";
-import { timeCols } from "./distributed/columns";
-import { rankRanges } from "./distributed/data";
+import { shownCols, timeCols } from "./distributed/columns";
+import { filterRanks, orderRanks, rankRanges, type RankFilter } from "./distributed/data";
 import { fmtGBps, InstancesTable, MatrixSection } from "./distributed/Instances";
 import { LateArrivalsSection } from "./distributed/LateArrivals";
 import { RanksSection } from "./distributed/Ranks";
@@ -131,6 +131,19 @@ function CommLines({ rows }: { rows: OverlapRow[] }) {
   );
 }
 
+/** All ranks, the slowest rank, or the 8 slowest: the figures, bars and collectives
+ * below follow it (the Ranks section above always shows every rank, slowest first). */
+function RankFilterTabs({ ranks, value, onChange }: { ranks: DistRanksReply | null; value: RankFilter; onChange: (v: RankFilter) => void }) {
+  const order = ranks ? orderRanks(ranks) : [];
+  if (order.length < 2) return null;
+  const options: { value: RankFilter; label: string }[] = [
+    { value: "all", label: `All ${order.length} ranks` },
+    { value: "slowest", label: `Slowest rank (rank ${order[0].rank})` },
+    ...(order.length > 8 ? [{ value: "slowest8" as RankFilter, label: "8 slowest" }] : []),
+  ];
+  return <Tabs label="Ranks shown" value={value} onChange={onChange} options={options} />;
+}
+
 export function DistributedView({ sel, dark }: ViewProps) {
   const p = { run: sel.run, span: sel.span };
   const ranks = useApi<DistRanksReply>("distributed/ranks", p);
@@ -140,11 +153,14 @@ export function DistributedView({ sel, dark }: ViewProps) {
   const gpu = useApi<DistGpuInfoReply>("distributed/gpuinfo", p);
   const [perStep, setPerStep] = useState<"total" | "step">("total");
   const [rank, setRank] = useState("all");
+  const [rankFilter, setRankFilter] = useState<RankFilter>("all");
+  const keep = useMemo(() => filterRanks(ranks.data, rankFilter), [ranks.data, rankFilter]);
+  const kept = <T extends { rank: number }>(rows: T[]): T[] => (keep ? rows.filter((r) => keep.has(r.rank)) : rows);
 
   const unit = perStep === "step" ? "per step" : totalLabel(overlap.data?.ranks ?? []);
   const overlapOpt = useMemo(() => {
     if (!overlap.data) return null;
-    const rows = perStep === "step" ? overlap.data.steps : overlap.data.ranks;
+    const rows = kept(perStep === "step" ? overlap.data.steps : overlap.data.ranks);
     // computation and communication include their overlap: stack the disjoint parts
     // (an unknown overlap stacks the two whole)
     const disjoint = rows.map((r) => ({
@@ -158,22 +174,23 @@ export function DistributedView({ sel, dark }: ViewProps) {
       { key: "comm_only", name: "Communication (not overlapped)", color: "#ee6666" },
       { key: "other_ns", name: "Other", color: "#aaaaaa" },
     ], perStep === "step", unit);
-  }, [overlap.data, perStep, unit]);
+  }, [overlap.data, perStep, unit, keep]);
 
   const waitOpt = useMemo(() => {
     if (!wait.data) return null;
-    const rows = perStep === "step" ? wait.data.steps : wait.data.ranks;
+    const rows = kept(perStep === "step" ? wait.data.steps : wait.data.ranks);
     return stackedBars(rows, [
       { key: "transfer_ns", name: "Data transfer", color: "#73c0de" },
       { key: "wait_ns", name: "Synchronizing (waiting)", color: "#fc8452" },
     ], perStep === "step", unit);
-  }, [wait.data, perStep, unit]);
+  }, [wait.data, perStep, unit, keep]);
 
   const figures = useMemo(
-    () => (overlap.data ? joinFigures(perStep === "step" ? overlap.data.steps : overlap.data.ranks, (perStep === "step" ? wait.data?.steps : wait.data?.ranks) ?? []) : []),
-    [overlap.data, wait.data, perStep],
+    () => (overlap.data ? kept(joinFigures(perStep === "step" ? overlap.data.steps : overlap.data.ranks, (perStep === "step" ? wait.data?.steps : wait.data?.ranks) ?? [])) : []),
+    [overlap.data, wait.data, perStep, keep],
   );
-  const figCols = useMemo(() => figureCols(perStep === "step", unit), [perStep, unit]);
+  // columns with nothing to say for these ranks (e.g. overlap on two clocks) are hidden
+  const figCols = useMemo(() => shownCols(figureCols(perStep === "step", unit), figures), [perStep, unit, figures]);
   const opsTotal = totalLabel(overlap.data?.ranks ?? []);
 
   const opCols: Col<CommOpRow>[] = [
@@ -201,6 +218,7 @@ export function DistributedView({ sel, dark }: ViewProps) {
       </Section>
       <div className="controls">
         <Tabs label="Per rank or per step" value={perStep} onChange={setPerStep} options={[{ value: "total", label: "Per rank" }, { value: "step", label: "Per rank and step" }]} />
+        <RankFilterTabs ranks={ranks.data} value={rankFilter} onChange={setRankFilter} />
       </div>
       <Loaded state={overlap}>
         {(o) => (
@@ -280,8 +298,8 @@ export function DistributedView({ sel, dark }: ViewProps) {
             <>
               <Notes notes={d.notes} />
               <DataTable
-                rows={rank === "all" ? d.rows : d.rows.filter((r) => String(r.rank) === rank)}
-                cols={opCols}
+                rows={kept(rank === "all" ? d.rows : d.rows.filter((r) => String(r.rank) === rank))}
+                cols={shownCols(opCols, kept(d.rows), ["rank", "name"])}
                 exportName={[sel.run, "collectives"]}
                 initialSort={{ id: "total", desc: true }}
                 filterPlaceholder="Filter collectives…"

@@ -15,6 +15,7 @@ import { Caveat } from "../components/TrustBadge";
 import { setState } from "../state/store";
 import { VIEW_IDS, type ViewId } from "../state/url";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
+import { STEP_TIME_TITLE } from "../util/labels";
 import { stackedExtent, valueAxis } from "../util/ticks";
 import { AnnotationsSection } from "./why/Annotations";
 import { CriticalPathSection } from "./why/CriticalPath";
@@ -161,7 +162,11 @@ export function OverviewView({ sel, dark }: ViewProps) {
           { id: "step", header: "Step", value: (r) => r.step, kind: "count" },
           { id: "name", header: "Name", value: (r) => r.name },
           { id: "start", header: "Start", value: (r) => r.start_ns, kind: "us", title: "From the trace's first event (µs)" },
-          { id: "dur", header: "Duration", value: (r) => r.dur_ns, kind: "us" },
+          // one step duration everywhere (this table, the outliers, the critical path, the
+          // Distributed view): from the step's start to the end of its last device work;
+          // the ProfilerStep#N event on the CPU is the other column, named as such
+          { id: "dur", header: "Step time", value: (r) => r.dur_ns, kind: "us", title: STEP_TIME_TITLE },
+          { id: "host", header: "ProfilerStep on the CPU", value: (r) => (r.host_end_ns != null && r.host_start_ns != null ? r.host_end_ns - r.host_start_ns : null), kind: "us", title: "The ProfilerStep#N event's own duration on the CPU: what the Trace view shows when you click it" },
           { id: "dev", header: "Device events", value: (r) => r.device_events ?? null, kind: "count" },
         ];
         const s = d.summary;

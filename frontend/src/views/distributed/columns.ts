@@ -19,3 +19,15 @@ export function timeCols<T extends TimeFields>(each: string): Col<T>[] {
     { id: "transfer_ns", header: "Transfer", value: (r) => r.transfer_ns, kind: "us", title: "Communication spent transferring data" + each },
   ];
 }
+
+/** Columns that say something about these rows: a column whose every value is empty
+ * (null, undefined or "") is dropped, so a CPU job's tables have no column of dashes
+ * (overlap on two clocks, bandwidth of unknown sizes, clock methods never needed). The
+ * `keep` columns (the row's identity) stay even when empty. */
+export function shownCols<T>(cols: Col<T>[], rows: T[], keep: string[] = ["rank", "worker"]): Col<T>[] {
+  if (!rows.length) return cols;
+  return cols.filter((c) => keep.includes(c.id) || rows.some((r) => {
+    const v = c.value(r);
+    return v !== null && v !== undefined && v !== "";
+  }));
+}

@@ -2,9 +2,11 @@
 // the step × rank heatmap (every cell, none binned), the bytes matrix, clock notes, and the
 // ECharts options built from them (outliers marked, a window over long rank axes).
 import { describe, expect, it } from "vitest";
-import type { RankRow } from "../../api/types";
+import type { DistRanksReply, RankRow } from "../../api/types";
+import type { Col } from "../../components/DataTable";
+import { shownCols } from "./columns";
 import { barsHeight, bytesMatrixOption, rankBarsOption, stepHeatmapOption } from "./charts";
-import { barParts, bytesMatrix, clockNote, fitCount, orderRanks, outliers, rankLabel, rankRanges, stepHeatmap } from "./data";
+import { barParts, bytesMatrix, clockNote, filterRanks, fitCount, orderRanks, outliers, rankLabel, rankRanges, stepHeatmap } from "./data";
 import { instanceCols, SORT_OF } from "./Instances";
 
 function row(rank: number, step_ns: number, extra: Partial<RankRow> = {}): RankRow {
@@ -140,5 +142,26 @@ describe("instances", () => {
     expect(Object.keys(SORT_OF).every((k) => ids.includes(k))).toBe(true);
     expect(instanceCols([{ ...base, wait_ns: 1, transfer_ns: 2 }]).map((c) => c.id)).toContain("wait_ns");
     expect(instanceCols([base]).find((c) => c.id === "seq")!.value({ ...base, seq: null, occurrence: 4 })).toBe(4);
+  });
+});
+
+describe("the slowest-rank filter and the empty columns", () => {
+  const rrow = (rank: number, step_ns: number) => ({ rank, worker: `w${rank}`, step_ns, overlap_ns: null as number | null });
+  it("keeps the slowest rank, or the 8 slowest, in the server's order", () => {
+    const reply = { ranks: Array.from({ length: 10 }, (_, i) => rrow(i, i * 10)), order: [3, 9, 8, 7, 6, 5, 4, 2, 1, 0] } as unknown as DistRanksReply;
+    expect(filterRanks(reply, "all")).toBeNull();
+    expect([...filterRanks(reply, "slowest")!]).toEqual([3]);
+    expect([...filterRanks(reply, "slowest8")!]).toEqual([3, 9, 8, 7, 6, 5, 4, 2]);
+    expect(filterRanks(null, "slowest")).toBeNull();
+  });
+  it("hides a column empty in every row, never the rank", () => {
+    const cols: Col<ReturnType<typeof rrow>>[] = [
+      { id: "rank", header: "Rank", value: () => null },
+      { id: "step_ns", header: "Step", value: (r) => r.step_ns },
+      { id: "overlap_ns", header: "Overlap", value: (r) => r.overlap_ns },
+    ];
+    expect(shownCols(cols, [rrow(0, 5), rrow(1, 6)]).map((c) => c.id)).toEqual(["rank", "step_ns"]);
+    expect(shownCols(cols, [rrow(0, 5), { ...rrow(1, 6), overlap_ns: 0 }]).map((c) => c.id)).toEqual(["rank", "step_ns", "overlap_ns"]);
+    expect(shownCols(cols, []).length).toBe(3);
   });
 });

@@ -154,3 +154,14 @@ export const METHOD_WORDS: Record<string, string> = {
   baseTimeNanoseconds: "the traces' baseTimeNanoseconds",
   none: "no correction",
 };
+
+/** Which ranks the Distributed view's tables and bars show: every rank, the slowest
+ * one, or the slowest few (distributed/ranks' order, slowest first). */
+export type RankFilter = "all" | "slowest" | "slowest8";
+
+/** The ranks a filter keeps, or null for every rank. */
+export function filterRanks(reply: Pick<DistRanksReply, "ranks" | "order"> | null | undefined, f: RankFilter): Set<number> | null {
+  if (f === "all" || !reply) return null;
+  const order = orderRanks(reply).map((r) => r.rank);
+  return new Set(order.slice(0, f === "slowest" ? 1 : 8));
+}

@@ -55,10 +55,12 @@ export interface RangeStatsReply {
 export const RANGE_COLS: Col<RangeStatsRow>[] = [
   { id: "name", header: "Name", value: (r) => r.name, width: 240 },
   { id: "count", header: "Count", value: (r) => r.count, kind: "count" },
-  { id: "total", header: "Total", value: (r) => r.total_ns, kind: "us", title: "Time inside the range" },
-  { id: "self", header: "Self", value: (r) => r.self_ns, kind: "us", title: "Time inside the range less its children's on the same track" },
-  { id: "avg", header: "Average", value: (r) => r.avg_ns, kind: "us", title: "Average duration of the whole events" },
-  { id: "max", header: "Max", value: (r) => r.max_ns, kind: "us", title: "Longest whole event" },
+  // what each column counts is in its header: the first two are clipped to the range,
+  // the last two are of the whole events, wherever the range cut them
+  { id: "total", header: "Total in range", value: (r) => r.total_ns, kind: "us", title: "Time inside the range: an event that began before it or ends after it counts only its part inside" },
+  { id: "self", header: "Self in range", value: (r) => r.self_ns, kind: "us", title: "Time inside the range less its children's on the same track" },
+  { id: "avg", header: "Average (whole events)", value: (r) => r.avg_ns, kind: "us", title: "Average duration of the whole events, not clipped to the range: what one call costs" },
+  { id: "max", header: "Max (whole event)", value: (r) => r.max_ns, kind: "us", title: "Longest whole event, not clipped to the range" },
 ];
 
 /** Device work's extra column: what launched it on the CPU. */

@@ -20,6 +20,7 @@ import { setState } from "../../state/store";
 import { escapeHtml, tooltipLine } from "../../util/escape";
 import { stackedExtent, valueAxis } from "../../util/ticks";
 import { fmtCount, fmtDuration, fmtPct } from "../../util/format";
+import { STEP_TIME_TITLE } from "../../util/labels";
 
 export interface CriticalStepRow {
   step: number;
@@ -175,7 +176,7 @@ export function highlightFromSegments(segments: readonly CriticalSegment[]): { i
 export function criticalStepCols(onShow: (step: number) => void): Col<CriticalStepRow>[] {
   return [
     { id: "step", header: "Step", value: (r) => r.step, kind: "count" },
-    { id: "length", header: "Step time", value: (r) => r.length_ns, kind: "us" },
+    { id: "length", header: "Step time", value: (r) => r.length_ns, kind: "us", title: STEP_TIME_TITLE },
     { id: "device", header: "Device", value: (r) => r.device_ns, kind: "us", title: PARTS[0].hint },
     { id: "host", header: "Host", value: (r) => r.host_ns, kind: "us", title: PARTS[1].hint },
     { id: "sync", header: "Sync", value: (r) => r.sync_ns, kind: "us", title: PARTS[2].hint },

@@ -15,6 +15,7 @@ import { setState } from "../../state/store";
 import { escapeHtml, nameHtml, tooltipLine } from "../../util/escape";
 import { extentOf, valueAxis } from "../../util/ticks";
 import { fmtDeltaDuration, fmtDuration, fmtNumber } from "../../util/format";
+import { STEP_TIME_TITLE } from "../../util/labels";
 
 export const FACTORS = [
   { value: "125", label: "1.25 ×" },
@@ -91,7 +92,7 @@ export function outlierCols(): Col<OutlierStep>[] {
   return [
     { id: "step", header: "Step", value: (r) => r.step, kind: "count" },
     { id: "name", header: "Name", value: (r) => r.name, nowrap: true },
-    { id: "dur", header: "Duration", value: (r) => r.dur_ns, kind: "us" },
+    { id: "dur", header: "Step time", value: (r) => r.dur_ns, kind: "us", title: STEP_TIME_TITLE },
     { id: "ratio", header: "× median", value: (r) => r.ratio, kind: "num", title: "The step's duration over the median step's" },
     { id: "excess", header: "Excess", value: (r) => r.excess_ns, kind: "us", title: "Duration above the median step's" },
     { id: "cause", header: "Cause", value: (r) => r.cause_label ?? r.cause ?? "", title: "The step-time breakdown category that grew most against the median step" },
