@@ -111,18 +111,83 @@ def loosen(s: dict) -> dict:
 # analyses follow --only (the MCP why tool asks for fewer), its path and verdict are always there.
 REQUIRED_ONLY = {"why": (("traces", "items"), ["path", "verdict"])}
 
+# Objects keyed by data whose keys look like field names ("worker0", "cpu_op"): _is_map
+# cannot tell them from fields, so they are named here. Their values share one schema
+# and no key is required (another logdir has other workers, another trace other categories).
+MAPS: dict[str, list[tuple[str, ...]]] = {
+    "status": [("runs", "items", "workers")],
+    "cli_runs": [("runs", "items", "workers")],
+    "cli_info": [("categories",), ("categories_as_written",)],
+}
+
+
+# Trees whose nodes hold their children under a key: one node schema ($defs/<name>), merged
+# over every depth seen, its children that same schema ($ref), so a deeper tree than the
+# samples' holds to it too. {schema: [(where the top nodes are, the children's key, name)]}.
+RECURSIVE: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
+    "tree": [(("nodes", "items"), "children", "module_node"), (("calls", "items"), "children", "module_call")],
+}
+
+# Documents printed as one object for one input and as a list of them for several (`tb-profiler
+# info FILE` / `info FOLDER`): one schema for the object, and the list's items are the same.
+ONE_OR_LIST = {"cli_info"}
+
+
+def _at(schema: dict, where: tuple[str, ...]) -> dict:
+    """The node of ``schema`` at ``where``: property names, and "items" for a list's elements."""
+    node = schema
+    for step in where:
+        node = node["properties"][step] if step in node.get("properties", {}) else node[step]
+    return node
+
+
+def as_map(node: dict) -> None:
+    """Makes an object's schema (in place) that of a map: its properties' schemas merged
+    into additionalProperties, nothing required."""
+    values = None
+    for v in [*node.pop("properties", {}).values(), *([node["additionalProperties"]]
+                                                      if "additionalProperties" in node else [])]:
+        values = v if values is None else merge(values, v)
+    node.pop("required", None)
+    if values is not None:
+        node["additionalProperties"] = values
+
+
+def as_recursive(schema: dict, where: tuple[str, ...], key: str, ref: str) -> None:
+    """Makes the node at ``where`` (in place) a $ref to $defs/<ref>: its schema and its
+    descendants' (under ``key``) merged, whose ``key`` items refer to itself."""
+    node = _at(schema, where)
+    merged, level = None, node
+    while level:
+        props = dict(level.get("properties", {}))
+        below = props.pop(key, {}).get("items")
+        flat = {**level, "properties": props}
+        merged = flat if merged is None else merge(merged, flat)
+        level = below
+    merged["properties"][key] = {"type": "array", "items": {"$ref": f"#/$defs/{ref}"}}
+    schema.setdefault("$defs", {})[ref] = merged
+    node.clear()
+    node["$ref"] = f"#/$defs/{ref}"
+
 
 def write(name: str, docs: list) -> Path:
+    """Infers ``name``'s schema from ``docs`` (merged, loosened, the hints above applied)
+    and writes docs/schemas/<name>.schema.json."""
+    if name in ONE_OR_LIST:
+        docs = [one for d in docs for one in (d if isinstance(d, list) else [d])]
     schema = None
     for d in docs:
         schema = infer(d) if schema is None else merge(schema, infer(d))
+    for where in MAPS.get(name, ()):
+        as_map(_at(schema, where))
     schema = loosen(schema)
     if name in REQUIRED_ONLY:
         where, keep = REQUIRED_ONLY[name]
-        node = schema
-        for step in where:
-            node = node["properties"][step] if step in node.get("properties", {}) else node[step]
-        node["required"] = keep
+        _at(schema, where)["required"] = keep
+    for where, key, ref in RECURSIVE.get(name, ()):
+        as_recursive(schema, where, key, ref)
+    if name in ONE_OR_LIST:
+        schema = {**schema, "type": ["array", "object"], "items": dict(schema)}
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"tb_profiler.{name}@{VERSION}",
               "title": f"tb_profiler {name} (version {VERSION})", **schema}
     path = HERE / f"{name}.schema.json"
@@ -131,11 +196,13 @@ def write(name: str, docs: list) -> Path:
 
 
 def main() -> None:
+    """Writes every schema from the answers tests/schema_docs.py gathers (a schema whose
+    answers are gone stays on disk: tests/test_schemas.py fails until it is removed)."""
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
     from schema_docs import documents  # the same answers tests/test_schemas.py validates
 
-    for name, docs in documents().items():
+    for name, docs in sorted(documents().items()):
         print(write(name, docs))
 
 

@@ -175,18 +175,31 @@ def _bind_flows(trace, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+# The autograd engine's span around one backward node ("autograd::engine::evaluate_function:
+# ConvolutionBackward0" holds "ConvolutionBackward0", where the fwdbwd flow ends).
+EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
+
+
 @per_trace
 def forward_op(trace) -> np.ndarray:
     """For each host event inside a backward op (the op a fwdbwd flow ends at, itself
-    included), the forward op the flow starts at; -1 elsewhere. torch joins them by
-    sequence number (``_set_backward_stacktraces``); the flows are that join, written."""
+    included, and the engine's evaluate_function span right around it), the forward op the
+    flow starts at; -1 elsewhere. torch joins them by sequence number
+    (``_set_backward_stacktraces``); the flows are that join, written."""
     ev = trace.events
     src, dst, fwdbwd = recorded_flows(trace)
     out = np.full(len(ev), NO_ROW, np.int64)
     if not fwdbwd.any():
         return out
+    bw, fw = dst[fwdbwd], src[fwdbwd]
     fwd_of = np.full(len(ev), NO_ROW, np.int64)
-    fwd_of[dst[fwdbwd]] = src[fwdbwd]
+    fwd_of[bw] = fw
+    up = host_parent(trace)[bw]
+    around = np.zeros(len(ev), bool)
+    around[up[up >= 0]] = True
+    around &= name_map(trace, lambda s: s.startswith(EVALUATE_FUNCTION), among=around) & (fwd_of < 0)
+    wrapped = (up >= 0) & around[np.maximum(up, 0)]
+    fwd_of[up[wrapped]] = fw[wrapped]
     host = np.flatnonzero(~device_mask(trace))
     anc = nearest_ancestor(trace, host, fwd_of >= 0, include_self=True)
     inside = anc >= 0

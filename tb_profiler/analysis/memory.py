@@ -10,8 +10,8 @@ records (``trace.memory``) and the host call nesting:
 - events: each allocation paired with the free of the same address on the same device;
   unmatched allocations (still alive at the end, or freed outside the window) and frees
   (allocated before the window) are listed as such;
-- stats: per operator name and device, the old plugin's MemoryStatsTable (calls, size
-  increase, allocation count/size, self and inclusive) plus free count/size.
+- stats (analysis/memory_stats.py): per operator and device, the old plugin's
+  MemoryStatsTable plus frees, with allocation factories named after their caller.
 
 Device keys are "CPU", "GPU0", "XPU1", ...: the accelerator word follows the trace
 (``trace.device_word``), never a hard-coded "CUDA".  Times are absolute int64 ns.
@@ -68,9 +68,6 @@ _RECORD_COLUMNS = ("row", "ts", "pid", "tid", "addr", "bytes", "total_allocated"
                    "total_reserved", "device_type", "device_id")
 NO_RECORDS_NOTE = "the trace has no [memory] records: profile_memory=True was not set?"
 
-STATS_COLUMNS = ["device", "name", "calls", "size_increase", "self_size_increase", "allocation_count",
-                 "self_allocation_count", "allocation_size", "self_allocation_size", "free_count",
-                 "self_free_count", "free_size", "self_free_size"]
 EVENTS_COLUMNS = ["device", "addr", "bytes", "alloc_ns", "free_ns", "duration_ns", "op", "parent_op",
                   "free_op", "op_row"]
 
@@ -450,96 +447,6 @@ def _events_notes(rec: Records) -> list[str]:
     return notes
 
 
-# -- stats ----------------------------------------------------------------------------------
-def memory_stats(trace, device: str | None = None, start_ns: int | None = None,
-                 end_ns: int | None = None) -> pd.DataFrame:
-    """Per device and operator name: the old plugin's memory statistics, plus frees.
-
-    self_*: records whose innermost enclosing operator is a call of this name; the others
-    count every record inside a call of this name, nested operators included (once, even
-    when calls of the name nest in each other).  size_increase sums
-    +alloc and -free bytes; allocation_* count/sum the allocations, free_* the frees (size
-    as a positive number).  calls: how many calls of the name overlap the range (all
-    devices).  Records are taken by their own ts in [start_ns, end_ns]; rows with every
-    metric zero are left out.
-    """
-    rec = memory_records(trace)
-    sel = _select(rec, device, start_ns, end_ns)
-    ops = record_ops(trace)
-    sel = sel[ops[sel] >= 0]
-    if not len(sel):
-        return pd.DataFrame(columns=STATS_COLUMNS)
-    op_rows, rec_idx, is_self = _op_chains(trace, ops[sel], sel)
-    name = trace.events["name"][op_rows].astype(np.int64)
-    # A record inside aten::div inside aten::div counts once for aten::div.
-    first = np.unique(rec_idx * (len(trace.strings) + 1) + name, return_index=True)[1]
-    rec_idx, name, is_self = rec_idx[first], name[first], is_self[first]
-    b = rec.bytes[rec_idx]
-    df = pd.DataFrame({
-        "device": rec.device[rec_idx], "name": name, "self": is_self,
-        "inc": b, "ac": (b > 0).astype(np.int64), "as": np.where(b > 0, b, 0),
-        "fc": (b < 0).astype(np.int64), "fs": np.where(b < 0, -b, 0),
-    })
-    return _stats_table(trace, rec, df, start_ns, end_ns)
-
-
-def _op_chains(trace, ops: np.ndarray, rec_idx: np.ndarray):
-    """(operator row, record index, is self) for each record and each operator enclosing it:
-    the innermost first, then one vectorized hop per nesting level."""
-    parent = memory_op_parent(trace)
-    out_ops, out_rec, out_self = [], [], []
-    cur, idx, first = ops, rec_idx, True
-    while len(cur):
-        out_ops.append(cur)
-        out_rec.append(idx)
-        out_self.append(np.full(len(cur), first))
-        cur = parent[cur]
-        live = cur >= 0
-        cur, idx, first = cur[live], idx[live], False
-    return np.concatenate(out_ops), np.concatenate(out_rec), np.concatenate(out_self)
-
-
-_METRICS = {"inc": ("size_increase", "self_size_increase"), "ac": ("allocation_count", "self_allocation_count"),
-            "as": ("allocation_size", "self_allocation_size"), "fc": ("free_count", "self_free_count"),
-            "fs": ("free_size", "self_free_size")}
-
-
-def _stats_table(trace, rec: Records, df: pd.DataFrame, start_ns, end_ns) -> pd.DataFrame:
-    """Sum per (device, name), inclusive and self, and add the call counts."""
-    keys = ["device", "name"]
-    total = df.groupby(keys)[list(_METRICS)].sum()
-    own = df[df["self"]].groupby(keys)[list(_METRICS)].sum().reindex(total.index, fill_value=0)
-    out = pd.DataFrame(index=total.index)
-    for m, (inc_col, self_col) in _METRICS.items():
-        out[inc_col] = total[m].astype(np.int64)
-        out[self_col] = own[m].astype(np.int64)
-    out = out.reset_index()
-    out["calls"] = _calls(trace, start_ns, end_ns).reindex(out["name"].to_numpy(), fill_value=0).to_numpy()
-    out["device"] = np.asarray(rec.devices, dtype=object)[out["device"].to_numpy()]
-    out["name"] = trace.str(out["name"].to_numpy())
-    metric_cols = [c for c in STATS_COLUMNS if c not in ("device", "name", "calls")]
-    out = out[(out[metric_cols] != 0).any(axis=1)]
-    return out[STATS_COLUMNS].sort_values(["device", "name"], key=_device_order_key).reset_index(drop=True)
-
-
-def _device_order_key(col: pd.Series) -> pd.Series:
-    if col.name != "device":
-        return col
-    order = {d: i for i, d in enumerate(_sort_devices(col.unique()))}
-    return col.map(order)
-
-
-def _calls(trace, start_ns, end_ns) -> pd.Series:
-    """Calls per operator name id among operators overlapping [start_ns, end_ns]."""
-    ev = trace.events
-    keep = memory_ops(trace).copy()
-    if start_ns is not None:
-        keep &= ev["ts"] + ev["dur"] >= int(start_ns)
-    if end_ns is not None:
-        keep &= ev["ts"] <= int(end_ns)
-    return pd.Series(ev["name"][keep]).value_counts()
-
-
 # -- bundle ---------------------------------------------------------------------------------
 def memory_notes(trace) -> list[str]:
     """Why the memory view is empty or partial for this trace."""
@@ -567,6 +474,9 @@ def memory(trace, device: str | None = None, start_ns: int | None = None, end_ns
            max_points: int = 2000) -> dict:
     """Everything the memory view shows: devices (accelerators first), default_device,
     curves ({device: DataFrame}), peaks, events, stats (DataFrames) and notes."""
+    # (here, not at the top: memory_stats builds on this module)
+    from tb_profiler.analysis.memory_stats import memory_stats
+
     devs = devices(trace)
     curves = memory_curve(trace, device, start_ns, end_ns, max_points)
     return {

@@ -43,7 +43,7 @@ from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace, per_trace_args
 from tb_profiler.analysis.nesting import level_chunks, subtree_sum
 from tb_profiler.analysis.shared import durations, name_map, name_mask
-from tb_profiler.analysis.stacks import op_stacks
+from tb_profiler.analysis.stacks import forward_names, op_stacks, stack_from_texts
 from tb_profiler.analysis.steps import in_steps
 from tb_profiler.analysis.tensor_cores import tc_eligible
 from tb_profiler.trace.categories import Kind, kind_mask
@@ -290,11 +290,11 @@ def _empty(lead: list[str]):
 def operators(trace, group_by: str = "name", steps_only: bool = False):
     """Operator table: one row per name, per (name, input shape) or per (name, stack).
 
-    Columns: name, [input_shape | stack_id], calls, host_self_ns, host_total_ns, python_ns
-    (time in Python frames the op called back into: in host_total_ns, not in host_self_ns),
-    device_self_ns, device_total_ns, tc_eligible, tc_self_pct, tc_total_pct; sorted by
-    device self time, then host self time. stack_id is -1 for calls without a stack;
-    ``operator_stacks`` / ``stacks.stack_frames`` give the frames.
+    Columns: name, [input_shape | stack_id, stack_from], calls, host_self_ns, host_total_ns,
+    python_ns (time in Python frames the op called back into: in host_total_ns, not in
+    host_self_ns), device_self_ns, device_total_ns, tc_eligible, tc_self_pct, tc_total_pct;
+    sorted by device self time, then host self time. stack_id is -1 for calls without a
+    stack; stack_from as in ``operator_stacks``; ``stacks.stack_frames`` gives the frames.
 
     steps_only: count only the calls inside the steps (``steps.in_steps``), for figures
     divided by the number of steps. A call counts in the step holding its start, with all
@@ -321,7 +321,7 @@ def operators_frame(trace, group_by: str = "name"):
 
 @per_trace_args
 def _operators(trace, group_by: str, steps_only: bool):
-    lead = ["name"] + {"name": [], "input_shape": ["input_shape"], "stack": ["stack_id"]}[group_by]
+    lead = ["name"] + {"name": [], "input_shape": ["input_shape"], "stack": ["stack_id", "stack_from"]}[group_by]
     rows = np.flatnonzero(call_tree(trace).operator)
     if steps_only:
         rows = rows[in_steps(trace, rows)]
@@ -332,22 +332,25 @@ def _operators(trace, group_by: str, steps_only: bool):
     if group_by == "input_shape":
         shape_key, shape_text = input_shapes(trace, rows)
         keys.append(shape_key)
-    elif group_by == "stack":
-        keys.append(op_stacks(trace)[0][rows])
+    elif group_by == "stack":  # a backward op's stack is its forward op's: rows say so
+        keys += [op_stacks(trace)[0][rows], forward_names(trace, rows)]
     first, cols = _aggregate(trace, rows, keys)
     if group_by == "input_shape":
         extra["input_shape"] = shape_text[shape_key[first]]
     elif group_by == "stack":
         extra["stack_id"] = keys[1][first]
+        extra["stack_from"] = stack_from_texts(trace, keys[2][first])
     return _frame({"name": trace.str(names[first]), **extra, **cols})
 
 
 def operator_stacks(trace, name: str, input_shape: str | None = None):
     """The calls of one operator (optionally of one input shape) split by call stack.
 
-    Columns: stack_id, frames ([{file, line, func}], innermost first), and the operator
-    columns. Calls without a stack are left out (as the old plugin's stack view)."""
-    lead = ["stack_id", "frames"]
+    Columns: stack_id, stack_from ("forward op aten::convolution" where the calls are
+    backward ops showing their forward op's stack, else None), frames ([{file, line,
+    func}], innermost first), and the operator columns. Calls without a stack are left
+    out (as the old plugin's stack view)."""
+    lead = ["stack_id", "stack_from", "frames"]
     tree = call_tree(trace)
     ids = np.flatnonzero(trace.strings == name) if len(trace.strings) else np.zeros(0, np.int64)
     rows = np.flatnonzero(tree.operator & np.isin(trace.events["name"], ids))
@@ -358,9 +361,11 @@ def operator_stacks(trace, name: str, input_shape: str | None = None):
     rows = rows[sid[rows] >= 0]
     if not len(rows):
         return _empty(lead)
-    first, cols = _aggregate(trace, rows, [sid[rows]])
+    fwd = forward_names(trace, rows)
+    first, cols = _aggregate(trace, rows, [sid[rows], fwd])
     ids = sid[rows][first]
-    return _frame({"stack_id": ids, "frames": [table.frames_of(int(i)) for i in ids.tolist()], **cols})
+    return _frame({"stack_id": ids, "stack_from": stack_from_texts(trace, fwd[first]),
+                   "frames": [table.frames_of(int(i)) for i in ids.tolist()], **cols})
 
 
 __all__ = [

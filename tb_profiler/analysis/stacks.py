@@ -206,11 +206,24 @@ def _frame_index(text: str, frames: list[str], index: dict) -> int:
     return f
 
 
-@per_trace
 def op_stacks(trace) -> tuple[np.ndarray, StackTable]:
     """(stack id per event row, the stack table): every host event's Python stack, from
     the python_function events around it, else its ``Call stack`` arg; -1 where none.
-    Inside a backward op, the stack of its forward op (``links.forward_op``)."""
+    Inside a backward op, the stack of its forward op (``links.forward_op``;
+    ``stack_sources`` says which events show such a stack)."""
+    sid, table, _ = _stacks(trace)
+    return sid, table
+
+
+def stack_sources(trace) -> np.ndarray:
+    """Per event row, the forward op whose stack ``op_stacks`` gives it (a backward op and
+    what runs inside it), -1 where the stack is the event's own (or there is none)."""
+    return _stacks(trace)[2]
+
+
+@per_trace
+def _stacks(trace) -> tuple[np.ndarray, StackTable, np.ndarray]:
+    """op_stacks' (stack ids, table) and stack_sources' forward op rows, built together."""
     ev = trace.events
     strings = trace.strings
     frames: list[str] = []
@@ -234,22 +247,55 @@ def op_stacks(trace) -> tuple[np.ndarray, StackTable]:
         lut[cs_ids] = _intern_call_stacks(interner, [strings[i] for i in cs_ids.tolist()], frames, index)
         from_arg = lut[np.where((cs >= 0) & (cs < len(strings)), cs, len(strings))]
         out = np.where(out >= 0, out, from_arg)
-    return _backward_from_forward(trace, out), interner.table(np.array(frames, dtype=object), source_resolver(trace))
+    sid, source = _backward_from_forward(trace, out)
+    return sid, interner.table(np.array(frames, dtype=object), source_resolver(trace)), source
 
 
-def _backward_from_forward(trace, out: np.ndarray) -> np.ndarray:
+def _backward_from_forward(trace, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Events inside a backward op take the stack of its forward op (the fwdbwd flow's
-    start), as torch does with ``verbose=True``: their own Python stack is only
-    ``loss.backward()``, which tells no one which model line the work comes from."""
+    start), as torch does with ``verbose=True``: their own Python stack is at best
+    ``loss.backward()`` (none at all on the autograd engine's device threads), which
+    tells no one which model line the work comes from.  Returns (stacks, the forward op
+    row each event's stack came from, -1 for its own)."""
     fwd = forward_op(trace)
+    source = np.full(len(out), -1, np.int64)
     bw = np.flatnonzero(fwd >= 0)
     if not len(bw):
-        return out
+        return out, source
     theirs = out[fwd[bw]]
     known = theirs >= 0
     out = out.copy()
     out[bw[known]] = theirs[known]
-    return out
+    source[bw[known]] = fwd[bw[known]]
+    return out, source
+
+
+def stack_from_texts(trace, name_ids: np.ndarray) -> list[str | None]:
+    """What a row's stack is, in words, per forward op name id (-1: the row's own stack,
+    None): "forward op aten::convolution".  Why a text: a backward op's stack is not where
+    it ran but where its forward op did, and whoever reads the stack must be told."""
+    return [None if n is None else f"forward op {n}" for n in trace.str(np.asarray(name_ids)).tolist()]
+
+
+def forward_names(trace, rows: np.ndarray) -> np.ndarray:
+    """Per row, the name id of the forward op whose stack it shows; -1 for its own stack."""
+    src = stack_sources(trace)[rows]
+    return np.where(src >= 0, trace.events["name"][np.maximum(src, 0)], -1).astype(np.int64)
+
+
+def forward_stack(trace, i: int, max_frames: int = 200) -> dict:
+    """For the event details of event ``i``: {"forward_stack": {stack_from, forward_i,
+    frames (the first max_frames, innermost first)}} when its stack is its forward op's
+    (see stack_sources), else {}.  Outside backward ops the stacks are not built (a click
+    on a timeline event must not wait for every stack of a big trace)."""
+    if forward_op(trace)[i] < 0:
+        return {}
+    src = int(stack_sources(trace)[i])
+    if src < 0:
+        return {}
+    sid = int(op_stacks(trace)[0][i])
+    return {"forward_stack": {"stack_from": stack_from_texts(trace, forward_names(trace, np.array([i])))[0],
+                              "forward_i": src, "frames": stack_frames(trace, sid)[:max_frames]}}
 
 
 def stack_frames(trace, sid: int) -> list[dict]:
@@ -263,5 +309,5 @@ def trace_frame(trace, text: str) -> dict:
     return with_path(parse_frame(text), source_resolver(trace))
 
 
-__all__ = ["NO_STACK", "StackTable", "frames_of", "is_source_frame", "op_stacks", "parse_frame", "stack_frames",
-           "trace_frame", "with_path"]
+__all__ = ["NO_STACK", "StackTable", "forward_names", "forward_stack", "frames_of", "is_source_frame", "op_stacks",
+           "parse_frame", "stack_frames", "stack_from_texts", "stack_sources", "trace_frame", "with_path"]

@@ -41,7 +41,7 @@ from tb_profiler.analysis.links import NO_ROW, device_mask, launch, launched_by_
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth as nesting_depth
 from tb_profiler.analysis.range_stats import track_nesting
-from tb_profiler.analysis.stacks import is_source_frame, trace_frame
+from tb_profiler.analysis.stacks import forward_stack, is_source_frame, trace_frame
 from tb_profiler.analysis.stored import per_trace_stored
 from tb_profiler.analysis.steps import valid_times
 from tb_profiler.decode import STRING_MAX
@@ -403,7 +403,8 @@ def event_args(trace, i: int) -> dict:
 def _source_frames(trace, i: int, name: str, args: dict) -> dict:
     """The event's frames with their resolved ``path`` (analysis/sources.py), for jump to
     source: ``source``, a python_function event's own frame; ``stacks``, per stack arg
-    (PyTorch 1.8-1.10's ``Call stack``) its frames, innermost first."""
+    (PyTorch 1.8-1.10's ``Call stack``) its frames, innermost first; ``forward_stack``, a
+    backward op's stack, its forward op's (analysis/stacks.py: forward_stack)."""
     out: dict = {}
     if trace.events["kind"][i] == Kind.PYTHON_FUNCTION and is_source_frame(name):
         out["source"] = trace_frame(trace, name)
@@ -411,6 +412,7 @@ def _source_frames(trace, i: int, name: str, args: dict) -> dict:
               for k, v in args.items() if k.lower() in STACK_ARGS and isinstance(v, str) and is_source_frame(v.split(";")[0])}
     if stacks:
         out["stacks"] = stacks
+    out.update(forward_stack(trace, i, MAX_STACK_FRAMES))
     return out
 
 

@@ -308,7 +308,7 @@ def range_stats(trace, start_ns: int, end_ns: int) -> dict:
 
 def memory_stats(trace, device: str | None, start_ns: int | None, end_ns: int | None) -> dict:
     from tb_profiler.analysis.memory import memory_notes
-    from tb_profiler.analysis.memory import memory_stats as _stats
+    from tb_profiler.analysis.memory_stats import memory_stats as _stats
 
     devs, dev = _device(trace, device)
     t0 = origin(trace)

@@ -84,3 +84,13 @@ describe("StackFrames outside VS Code", () => {
     expect(env.jumps).toEqual([]);
   });
 });
+
+describe("StackFrames of a backward op", () => {
+  it("says the stack is its forward op's, over the frames", () => {
+    const el = mount(<StackFrames frames={[RESOLVED]} from="forward op aten::convolution" />);
+    expect(el.querySelector(".stack-from")?.textContent).toBe("Stack of its forward op aten::convolution");
+    expect(el.querySelectorAll("li.frame").length).toBe(1);
+    const own = mount(<StackFrames frames={[RESOLVED]} />);
+    expect(own.querySelector(".stack-from")).toBeNull();
+  });
+});

@@ -64,13 +64,28 @@ function CopyIcon() {
   );
 }
 
-export function StackFrames({ frames }: { frames: SourceFrame[] }) {
+/** The line over a stack that is not the calls' own: a backward op shows its forward op's
+ * (the API's `stack_from`, "forward op aten::convolution"). */
+export function stackFromLine(from: string): string {
+  return `Stack of its ${from}`;
+}
+
+export function StackFrames({ frames, from }: { frames: SourceFrame[]; from?: string | null }) {
   if (!frames.length) return <div className="muted">No Python stack recorded for these calls (profile with with_stack=True).</div>;
-  return (
+  const list = (
     <ol className="frames" aria-label="Call stack, innermost first">
       {frames.map((f, i) => (
         <FrameItem key={i} frame={f} />
       ))}
     </ol>
+  );
+  if (!from) return list;
+  return (
+    <>
+      <div className="muted stack-from" title="A backward op runs where autograd calls it: the model line that caused it is its forward op's">
+        <Name text={stackFromLine(from)} />
+      </div>
+      {list}
+    </>
   );
 }

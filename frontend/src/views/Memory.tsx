@@ -25,7 +25,7 @@ function parseNs(s: string | undefined): number | null {
 }
 
 const statCols: Col<MemoryStatRow>[] = [
-  { id: "name", header: "Operator", value: (r) => r.name, width: 220 },
+  { id: "name", header: "Operator", value: (r) => r.name, width: 220, title: "An allocation factory (aten::empty, aten::empty_strided, aten::zeros, aten::resize_, …) is filed under the operator that called it: \"aten::mm (aten::empty)\"" },
   { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
   { id: "inc", header: "Size increase", value: (r) => r.size_increase, kind: "bytes", title: "Allocated minus freed, the operator and its children" },
   { id: "sinc", header: "Self size increase", value: (r) => r.self_size_increase, kind: "bytes" },
@@ -226,7 +226,7 @@ export function MemoryView({ st, sel, dark }: ViewProps) {
                 {(s) => (
                   <>
                     <Notes notes={(s.notes ?? []).filter((n) => !(c.notes ?? []).includes(n))} />
-                    <DataTable rows={s.rows} cols={statCols} exportName={[sel.run, "memory-stats", device]} initialSort={{ id: "inc", desc: true }} filterPlaceholder="Filter operators…" emptyText="No allocations in this range." />
+                    <DataTable rows={s.rows} cols={statCols} exportName={[sel.run, "memory-stats", device]} initialSort={{ id: "sasize", desc: true }} filterPlaceholder="Filter operators…" emptyText="No allocations in this range." />
                   </>
                 )}
               </Loaded>

@@ -12,7 +12,7 @@ import { Name } from "../components/Name";
 import { pieChartOption, pieHeight } from "../components/pie";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
-import { StackFrames } from "../components/StackFrames";
+import { StackFrames, stackFromLine } from "../components/StackFrames";
 import { setState } from "../state/store";
 import { fmtDuration } from "../util/format";
 import { foldedFrame, shortFile } from "../util/frames";
@@ -25,10 +25,10 @@ export const GROUPS = [
   { value: "OperationAndStack", label: "Operator + call stack" },
 ];
 
-type OpRow = OperatorRow & { stack_id?: number; frames?: Frame[] };
+type OpRow = OperatorRow & { stack_id?: number; stack_from?: string | null; frames?: Frame[] };
 
 /** The innermost frame of the user's own code (util/frames: foldedFrame), the whole stack on demand. */
-function FramesCell({ frames }: { frames: Frame[] | undefined }) {
+function FramesCell({ frames, from }: { frames: Frame[] | undefined; from?: string | null }) {
   if (!frames || !frames.length) return <span className="muted">no stack</span>;
   const first = foldedFrame(frames) ?? frames[0];
   return (
@@ -36,8 +36,9 @@ function FramesCell({ frames }: { frames: Frame[] | undefined }) {
       <summary>
         <Name text={first.func ?? ""} /> <span className="muted mono"><Name text={first.file ? `${shortFile(first.file)}:${first.line ?? ""}` : ""} /></span>
         {frames.length > 1 ? <span className="muted"> (+{frames.length - 1})</span> : null}
+        {from ? <span className="muted" title={stackFromLine(from)}> · <Name text={from} /></span> : null}
       </summary>
-      <StackFrames frames={frames} />
+      <StackFrames frames={frames} from={from} />
     </details>
   );
 }
@@ -73,7 +74,7 @@ function Stacks({ sel, group, row, hasDevice }: { sel: ViewProps["sel"]; group: 
       {(d) => {
         if (!d.rows.length) return <div className="muted">No calls.</div>;
         const cols: Col<StackRow>[] = [
-          { id: "frames", header: "Call stack (innermost first)", value: (r) => r.frames.map((f) => `${f.func ?? ""} ${f.file ?? ""}:${f.line ?? ""}`).join(" ← "), render: (r) => <StackFrames frames={r.frames} /> },
+          { id: "frames", header: "Call stack (innermost first)", value: (r) => r.frames.map((f) => `${f.func ?? ""} ${f.file ?? ""}:${f.line ?? ""}`).join(" ← "), render: (r) => <StackFrames frames={r.frames} from={r.stack_from} /> },
           { id: "calls", header: "Calls", value: (r) => r.calls, kind: "count" },
           ...(hasDevice
             ? ([
@@ -93,7 +94,7 @@ function Stacks({ sel, group, row, hasDevice }: { sel: ViewProps["sel"]; group: 
               initialSort={{ id: "htotal", desc: true }}
               pageSize={25}
               filterPlaceholder="Filter stacks by file or function…"
-              rowKey={(r) => String(r.stack_id)}
+              rowKey={(r) => `${r.stack_id}\u0000${r.stack_from ?? ""}`}
             />
           </div>
         );
@@ -119,7 +120,7 @@ export function OperatorView({ st, sel, dark }: ViewProps) {
         id: "stack",
         header: "Call stack",
         value: (r) => (r.frames ?? []).map((f) => `${f.func ?? ""} ${f.file ?? ""}:${f.line ?? ""}`).join(" ← "),
-        render: (r) => <FramesCell frames={r.frames} />,
+        render: (r) => <FramesCell frames={r.frames} from={r.stack_from} />,
         width: 260,
       });
     }
