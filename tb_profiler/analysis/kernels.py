@@ -28,8 +28,8 @@ from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import Role
 
 GROUP_BY = ("name", "op")
-STAT_COLUMNS = ("calls", "graph_calls", "total_ns", "mean_ns", "max_ns", "min_ns", "blocks_per_sm", "occupancy",
-                "tensor_cores")
+STAT_COLUMNS = ("calls", "graph_calls", "total_ns", "mean_ns", "max_ns", "min_ns", "longest_event", "blocks_per_sm",
+                "occupancy", "tensor_cores")
 OP_KEY_COLUMNS = ("op", "grid", "block", "registers", "shared_memory", "op_tc_eligible")
 _DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 
@@ -63,8 +63,12 @@ def _stats(trace, rows: np.ndarray, inv: np.ndarray, m: int) -> dict:
     total = np.bincount(inv, weights=dur, minlength=m).astype(np.int64)
     mx, mn = _reduce(dur, inv, m)
     graph = np.bincount(inv, weights=launched_by_graph(trace)[rows], minlength=m).astype(np.int64)
+    # the longest call's event: where a row of the table opens in the Trace view (its launch,
+    # its operator and that operator's stack are one click from there)
+    order = np.lexsort((dur, inv))
+    last = np.searchsorted(inv[order], np.arange(m), side="right") - 1
     return {"calls": calls, "graph_calls": graph, "total_ns": total, "mean_ns": total / np.maximum(calls, 1),
-            "max_ns": mx, "min_ns": mn,
+            "max_ns": mx, "min_ns": mn, "longest_event": rows[order[last]].astype(np.int64),
             "blocks_per_sm": _weighted(ev["blocks_per_sm"][rows], dur, inv, m, total),
             "occupancy": _weighted(ev["occupancy"][rows], dur, inv, m, total)}
 
@@ -102,7 +106,7 @@ def kernels(trace, group_by: str = "name", steps_only: bool = False):
 
     Columns: name, [op, grid, block, registers, shared_memory, op_tc_eligible], calls,
     graph_calls (of the calls, those launched by a graph launch), total_ns, mean_ns, max_ns,
-    min_ns, blocks_per_sm, occupancy, tensor_cores; and, only when the trace's kernels carry
+    min_ns, longest_event (the event row of the longest call), blocks_per_sm, occupancy, tensor_cores; and, only when the trace's kernels carry
     them, limiting_factors, block_limit_* , priority and channel (analysis.kernel_fields).
 
     steps_only: count only the kernels inside the steps (``steps.in_steps``: a kernel in

@@ -688,7 +688,8 @@ class ProfilerApp:
     # -- discovery routes ---------------------------------------------------------------------
     def r_runs(self, request: Request) -> Response:
         self.state.wait_scanned(LOAD_WAIT_S)
-        return self.json({"runs": self.state.run_names(), "loading": self.state.loading})
+        return self.json({"runs": self.state.run_names(), "failed": self.state.failed_runs(),
+                          "loading": self.state.loading})
 
     def r_status(self, request: Request) -> Response:
         self.state.wait_scanned(LOAD_WAIT_S)
@@ -702,8 +703,10 @@ class ProfilerApp:
         p = self.params(request)
         run, entries = self._run(p)
         usable = self._usable(entries)
-        if not usable:
-            raise ApiError(404, f"no trace of run {run[:200]!r} could be read")
+        if not usable:  # say which files and why: the run stays listed for this
+            why = "; ".join((e.error or f"{e.rel}: not read")[:300] for e in entries[:3])
+            more = f" (and {len(entries) - 3} more files)" if len(entries) > 3 else ""
+            raise ApiError(404, f"no trace of run {run[:200]!r} could be read: {why}{more}")
         latest = {}
         for e in usable:
             if e.worker not in latest or e.index > latest[e.worker].index:

@@ -473,10 +473,18 @@ class ProfilerState(Loading):
             return next((list(r.snapshots) for r in self._runs if r.name == run), [])
 
     def run_names(self) -> list[str]:
-        """Runs with at least one file not known to be broken, by name."""
+        """Every run found, by name, those whose every file failed included: a run that
+        vanished from the list once its files failed left its user guessing; listed, its
+        views say which file failed and why (issue 21)."""
         with self._lock:
-            names = {e.run for e in self._entries.values() if e.state != FAILED}
+            names = {e.run for e in self._entries.values()}
             return [r.name for r in self._runs if r.name in names]
+
+    def failed_runs(self) -> list[str]:
+        """Runs whose every file failed: listed, but never the run a page opens on."""
+        with self._lock:
+            ok = {e.run for e in self._entries.values() if e.state != FAILED}
+            return [r.name for r in self._runs if r.name not in ok and any(e.run == r.name for e in self._entries.values())]
 
     def _done(self, e: FileEntry) -> bool:
         """Background work on this file is over: loaded or failed, or, in a run of several

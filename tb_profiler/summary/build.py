@@ -71,7 +71,8 @@ def _summary(trace) -> TraceSummary:
         steps=st, breakdown=bd.breakdown(trace), device_summary=device_summary(trace),
         collectives=collectives(trace).copy(), step_busy=_step_busy(st, facts),
         communication=pd.DataFrame({"start": facts["communication"][0], "end": facts["communication"][1]}),
-        kernels=kernels(trace, group_by="name", steps_only=True),
+        # an event row means something only inside its own trace, never in a run's summary
+        kernels=kernels(trace, group_by="name", steps_only=True).drop(columns="longest_event"),
         operators=operators(trace, group_by="name", steps_only=True),
         modules=_modules_in_steps(trace))
     summary.seconds = time.perf_counter() - t0

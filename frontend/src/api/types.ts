@@ -24,6 +24,7 @@ export interface LoadingReply {
 
 export interface RunsReply {
   runs: string[];
+  failed?: string[]; // runs whose every file failed: listed for their errors, never opened by default
   loading: boolean;
 }
 
@@ -173,6 +174,8 @@ export interface Frame {
 
 export interface StackRow extends Omit<OperatorRow, "name" | "input_shape"> {
   stack_id: number;
+  /** "forward op aten::convolution": these calls (backward ops) show their forward op's stack. */
+  stack_from?: string | null;
   frames: Frame[];
 }
 
@@ -201,6 +204,7 @@ export interface KernelRow {
   total_ns: number;
   mean_ns: number;
   max_ns: number;
+  longest_event?: number; // the event row of the longest call: where the row opens in the Trace view
   min_ns: number;
   blocks_per_sm: number | null;
   occupancy: number | null;
@@ -486,6 +490,8 @@ export interface EventDetailReply {
   source?: SourceFrame;
   /** Per stack arg (PyTorch 1.8-1.10's "Call stack"), its frames with `path`. */
   stacks?: Record<string, SourceFrame[]>;
+  /** A backward op's stack: its forward op's (`stack_from`, that op's event `forward_i`). */
+  forward_stack?: { stack_from: string; forward_i: number; frames: SourceFrame[] };
 }
 
 export interface DistInfo {

@@ -3,8 +3,9 @@
 
 import { useMemo } from "react";
 import type { ViewProps } from "../App";
+import { getJson } from "../api/client";
 import { useApi } from "../api/hooks";
-import type { KernelPieReply, KernelRow, KernelTableReply, OverviewReply, TcPieReply } from "../api/types";
+import type { EventDetailReply, KernelPieReply, KernelRow, KernelTableReply, OverviewReply, TcPieReply } from "../api/types";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";
@@ -24,6 +25,16 @@ const KGROUPS = [
   { value: "Kernel", label: "Kernel" },
   { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
 ];
+
+/** Opens a kernel row's longest call in the Trace view, selected, its window around it:
+ * the details there name the operator that launched it, one click from that operator's
+ * call stack ("which line launches the costliest kernel" in three clicks). */
+async function openLongest(sel: ViewProps["sel"], r: KernelRow): Promise<void> {
+  if (r.longest_event == null) return;
+  const d = await getJson<EventDetailReply>("trace/event", { ...sel, i: r.longest_event });
+  const pad = Math.max(2 * d.event.dur_ns, 20_000);
+  setState({ view: "Trace", ev: String(r.longest_event), t0: String(Math.max(0, Math.floor(d.event.ts_ns - pad))), t1: String(Math.ceil(d.event.ts_ns + d.event.dur_ns + pad)) });
+}
 
 export function KernelView({ st, sel, dark }: ViewProps) {
   const group = st.kgroup === "KernelNameAndOp" ? "KernelNameAndOp" : "Kernel";
@@ -107,11 +118,12 @@ export function KernelView({ st, sel, dark }: ViewProps) {
                   cols={cols}
                   exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "kernels", group]}
                   initialSort={{ id: "total", desc: true }}
+                  onRowClick={(r) => void openLongest(sel, r)}
                   filter={st.q ?? ""}
                   onFilterChange={(v) => setState({ q: v }, true)}
                   filterPlaceholder="Filter kernels or operators…"
                 />
-                <div className="muted small-note">Times in µs. Blocks per SM and occupancy are duration-weighted means; “–” where the trace has no launch data.</div>
+                <div className="muted small-note">Click a kernel to open its longest call in the Trace view. Times in µs. Blocks per SM and occupancy are duration-weighted means; “–” where the trace has no launch data.</div>
               </>
             ) : (
               <Empty title="No kernels">{t.notes?.[0] ?? "This trace has no device kernels — was ProfilerActivity.CUDA enabled?"}</Empty>
