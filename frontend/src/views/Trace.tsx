@@ -3,7 +3,10 @@
 // next/previous jump and select), flows (the selection's arrows, optionally every
 // arrow in view), device utilization and memory counters, a details panel, and the
 // statistics of a time range selected on the ruler (trace/RangeStats), and a step's
-// critical path highlighted (URL key cp: its events outlined, its spans on the ruler). In a
+// critical path highlighted (URL key cp: its events outlined, its spans on the ruler), a typed
+// range (trace/TypedRange: "step 17 +100ms..+110ms" selects and shows it, in the URL as r0/r1
+// like a dragged one), and times relative to the steps (the overview's: the ruler's step marks,
+// the tooltip, the band, the details). In a
 // distributed run a toggle switches to the Ranks mode (trace/Ranks): several ranks'
 // timelines on one time axis.
 
@@ -11,13 +14,15 @@ import { useEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import type { ViewProps } from "../App";
 import { absoluteUrl } from "../api/client";
 import { useApi } from "../api/hooks";
-import type { EventDetailReply, MemoryCurveReply, SearchMatch, SearchReply, TimelineReply } from "../api/types";
+import type { EventDetailReply, MemoryCurveReply, OverviewReply, SearchMatch, SearchReply, TimelineReply } from "../api/types";
 import { Empty, ErrorBox, Notes, Progress, Tabs } from "../components/common";
 import { setState } from "../state/store";
-import { Timeline, type Counter, type FlowLink } from "../timeline/Timeline";
+import { Timeline, type Counter, type CursorEvent, type FlowLink } from "../timeline/Timeline";
 import { fitRange, isWellVisible, jumpWindow, type Range } from "../timeline/coords";
 import { fmtBytes, fmtCount, fmtDuration } from "../util/format";
 import { parseRange } from "../timeline/rangeSelect";
+import { stepSpans, type StepSpan } from "../timeline/steps";
+import { TypedRangeBox } from "./trace/TypedRange";
 import { useTimelineWindow } from "./trace/useWindow";
 import { TraceRanksView } from "./trace/Ranks";
 import { joinableDevice, useSnapshotOverlay } from "./memory/overlay";
@@ -63,6 +68,11 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
   const rangeSel = useMemo(() => parseRange(st.r0, st.r1), [st.r0, st.r1]);
   const setRangeSel = (r: Range | null) =>
     setState({ r0: r ? String(r.start) : undefined, r1: r ? String(r.end) : undefined });
+  // the steps, for step-relative times and the typed range (null while loading; none for a
+  // trace without ProfilerStep#N, whose one "step" is the whole trace)
+  const ov = useApi<OverviewReply>("overview", sel);
+  const steps = useMemo<StepSpan[] | null>(() => (ov.data ? (ov.data.summary.whole_trace_step ? [] : stepSpans(ov.data.steps))
+    : ov.error ? [] : null), [ov.data, ov.error]);
 
   // memory as counter tracks over the window (traces without memory records: none)
   const [showMem, setShowMem] = useState(true);
@@ -105,6 +115,11 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
 
   const selected = st.ev && /^\d+$/.test(st.ev) ? Number(st.ev) : null;
   const details = useApi<EventDetailReply>(selected !== null ? "trace/event" : null, { ...sel, i: selected ?? undefined });
+  // the selection's row and times, for the timeline's keyboard cursor when the window does not carry it
+  const anchor = useMemo<CursorEvent | null>(() => {
+    const e = details.data?.event;
+    return e && e.i === selected ? { ...e, depth: e.depth ?? 0 } : null;
+  }, [details.data, selected]);
 
   const zoomTo = (d: EventDetailReply) => {
     if (!bounds || !vp) return;
@@ -232,6 +247,15 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
             ›
           </button>
         </span>
+        <TypedRangeBox
+          steps={steps}
+          bounds={bounds}
+          range={rangeSel}
+          onRange={(r) => {
+            setRangeSel(r);
+            setVp(fitRange(r.start, r.end, vp.width, bounds, 0.05));
+          }}
+        />
         <button type="button" className="small" onClick={() => setVp({ start: bounds.start, end: bounds.end, width: vp.width })}>
           Whole trace
         </button>
@@ -294,7 +318,7 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
             setVp(v);
           }}
           selected={selected}
-          onSelect={(i) => setState({ ev: i === null ? undefined : String(i) })}
+          onSelect={(i, byKey) => setState({ ev: i === null ? undefined : String(i) }, byKey)}
           flows={flows}
           search={search}
           dark={dark}
@@ -306,6 +330,8 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
           onSelectRange={setRangeSel}
           highlight={lit?.ids ?? null}
           highlightSpans={lit?.spans ?? null}
+          steps={steps}
+          anchor={anchor}
         />
         {selected !== null && (
           <aside className="side-panel" aria-label="Event details">
@@ -318,6 +344,7 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
             ) : details.data ? (
               <Details
                 d={details.data}
+                steps={steps}
                 onPick={(i) => {
                   revealNext.current = true;
                   setState({ ev: String(i) });
@@ -334,13 +361,15 @@ function SingleTraceView({ st, sel, dark, modeToggle }: ViewProps & { modeToggle
         <RangeStats
           sel={sel}
           range={rangeSel}
+          steps={steps}
           onZoom={() => setVp(fitRange(rangeSel.start, rangeSel.end, vp.width, bounds, 0))}
           onClose={() => setRangeSel(null)}
         />
       )}
       <div className="muted small-note">
         Ctrl/⌘ + wheel or W/S: zoom · drag, A/D or horizontal wheel: pan · wheel: scroll tracks · Shift + drag: zoom to a range ·
-        drag on the time ruler: statistics of a range (Escape clears it) ·
+        drag on the time ruler or type a range ("step 17 +100ms..+110ms"): statistics of a range (Escape clears it) ·
+        ] / [: next / previous event · ? lists every key ·
         click a track header to fold it · click a grey block to zoom into it · click an event for details. Times are from the trace's first event.
       </div>
     </div>

@@ -1,5 +1,5 @@
-// The details panel of a timeline event (trace/event): name, source frame, times,
-// linked events (click to select), arguments (stacks as frames); and the selection's
+// The details panel of a timeline event (trace/event): name, source frame, times (the start
+// as exact µs from the trace start, every ns the data has, and relative to its step), linked events (click to select), arguments (stacks as frames); and the selection's
 // arrows built from its links. Shared by the single-trace view and the Ranks mode.
 
 import type { EventDetailReply, EventLink } from "../../api/types";
@@ -9,6 +9,7 @@ import { showBidiControls } from "../../util/bidi";
 import { FrameItem, StackFrames } from "../../components/StackFrames";
 import type { FlowEnd, FlowLink } from "../../timeline/Timeline";
 import { fmtDuration, fmtWallTime } from "../../util/format";
+import { fmtExactUs, fmtStepTime, type StepSpan } from "../../timeline/steps";
 import { isStackArg, parseCallStack, parseFrame } from "../../util/frames";
 
 function argText(v: unknown): string {
@@ -54,8 +55,15 @@ function LinkItem({ l, onPick }: { l: EventLink; onPick: (i: number) => void }) 
   );
 }
 
-export function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i: number) => void; onZoom: () => void }) {
+export function Details({ d, onPick, onZoom, steps }: {
+  d: EventDetailReply;
+  onPick: (i: number) => void;
+  onZoom: () => void;
+  /** the trace's steps (the single-trace view's), for the start relative to its step */
+  steps?: readonly StepSpan[] | null;
+}) {
   const e = d.event;
+  const inStep = fmtStepTime(e.ts_ns, steps, true);
   const args = Object.entries(d.args ?? {});
   // python_function events are named by their frame: "file.py(12): func"
   // (the server's frame carries the resolved path VS Code can open; parsed here otherwise)
@@ -74,7 +82,8 @@ export function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i
       <KeyValues
         items={[
           ["Category", e.cat],
-          ["Start", `${fmtDuration(e.ts_ns)} after the trace start`],
+          ["Start", `${fmtExactUs(e.ts_ns)} after the trace start`],
+          ...(inStep ? [["Start in step", inStep] as [string, string]] : []),
           ...(d.origin_ns ? [["Wall time", fmtWallTime(d.wall_origin_ns ?? d.origin_ns, e.ts_ns)] as [string, string]] : []),
           ["Duration", fmtDuration(e.dur_ns)],
           ["Process", e.pid],
@@ -88,6 +97,12 @@ export function Details({ d, onPick, onZoom }: { d: EventDetailReply; onPick: (i
           <ul className="links">
             {d.links.map((l, k) => <LinkItem key={k} l={l} onPick={onPick} />)}
           </ul>
+        </>
+      )}
+      {d.forward_stack && (
+        <>
+          <h3>Call stack</h3>
+          <StackFrames frames={d.forward_stack.frames} from={d.forward_stack.stack_from} />
         </>
       )}
       <h3>Arguments</h3>

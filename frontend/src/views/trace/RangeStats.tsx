@@ -11,6 +11,7 @@ import { DataTable, type Col } from "../../components/DataTable";
 import { ErrorBox, Notes, Progress, Tabs } from "../../components/common";
 import type { Range } from "../../timeline/coords";
 import { rangeLabel } from "../../timeline/rangeSelect";
+import { stepRangeLabel, type StepSpan } from "../../timeline/steps";
 import { fmtCount, fmtDuration } from "../../util/format";
 
 /** One name of one kind in the range. */
@@ -117,15 +118,18 @@ export function RangeStatsTables({ d, kind, onKind, exportName }: {
 }
 
 /** The panel under the timeline: fetches the range's statistics and shows them. */
-export function RangeStats({ sel, range, onZoom, onClose }: {
+export function RangeStats({ sel, range, onZoom, onClose, steps }: {
   sel: Params;
   range: Range;
+  /** the trace's steps: the range is also said relative to them */
+  steps?: readonly StepSpan[] | null;
   onZoom: () => void;
   onClose: () => void;
 }) {
   const st = useApi<RangeStatsReply>("trace/range_stats", { ...sel, start_ns: range.start, end_ns: range.end }, { keepStale: true });
   const d = st.data && st.data.start_ns === range.start && st.data.end_ns === range.end ? st.data : null;
   const [kind, setKind] = useState<string | null>(null);
+  const inSteps = stepRangeLabel(range, steps);
   // keep the chosen kind while it is in the new range, else the heaviest
   useEffect(() => {
     if (d && !d.kinds.some((k) => k.kind === kind)) setKind(d.kinds[0]?.kind ?? null);
@@ -141,6 +145,7 @@ export function RangeStats({ sel, range, onZoom, onClose }: {
       <header className="card-head">
         <h2>
           Selected range {rangeLabel(range)}
+          {inSteps && <span className="range-steps"> · {inSteps}</span>}
           {d && <span className="muted"> · {fmtCount(d.events)} events</span>}
         </h2>
         <div className="card-actions" style={{ display: "flex", gap: 6 }}>
