@@ -180,6 +180,35 @@ def _bind_flows(trace, rows: np.ndarray) -> np.ndarray:
 EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
 
 
+def _by_sequence_number(trace) -> tuple[np.ndarray, np.ndarray]:
+    """(backward node rows, their forward op rows) joined by "Sequence number", for traces
+    without fwdbwd flows. A backward node carries its forward thread ("Fwd thread id" > 0)
+    and the sequence number of the autograd node it runs. Every forward op reads the
+    counter at entry and only the op that creates a node advances it, so many ops share a
+    number (a DataLoader's aten::view included); the one that created the node is the last
+    of them to start, outermost (aten::conv2d, not the aten::cudnn_convolution inside it)."""
+    ev = trace.events
+    seq, ftid = ev["seq_num"], ev["fwd_tid"]
+    host = ~device_mask(trace)
+    valid = host & (seq != MISSING_INT) & (seq >= 0)
+    bwd = valid & (ftid != MISSING_INT) & (ftid > 0)
+    if not bwd.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    cand = np.flatnonzero(valid & ~bwd)
+    cand = cand[nearest_ancestor(trace, cand, bwd, include_self=True) < 0]  # not work inside a backward node
+    up = host_parent(trace)[cand]
+    cand = cand[(up < 0) | (seq[np.maximum(up, 0)] != seq[cand])]  # outermost of its number
+    if not len(cand):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = cand[np.lexsort((ev["ts"][cand], seq[cand]))]
+    s = seq[order]
+    last = order[np.r_[s[1:] != s[:-1], True]]  # per number, the last to start
+    bw = np.flatnonzero(bwd)
+    at = np.minimum(np.searchsorted(seq[last], seq[bw]), len(last) - 1)
+    hit = seq[last][at] == seq[bw]
+    return bw[hit].astype(np.int64), last[at[hit]].astype(np.int64)
+
+
 @per_trace
 def forward_op(trace) -> np.ndarray:
     """For each host event inside a backward op (the op a fwdbwd flow ends at, itself
@@ -189,9 +218,12 @@ def forward_op(trace) -> np.ndarray:
     ev = trace.events
     src, dst, fwdbwd = recorded_flows(trace)
     out = np.full(len(ev), NO_ROW, np.int64)
-    if not fwdbwd.any():
+    if fwdbwd.any():
+        bw, fw = dst[fwdbwd], src[fwdbwd]
+    else:  # traces before torch wrote fwdbwd flows (1.8-1.10): the sequence numbers themselves
+        bw, fw = _by_sequence_number(trace)
+    if not len(bw):
         return out
-    bw, fw = dst[fwdbwd], src[fwdbwd]
     fwd_of = np.full(len(ev), NO_ROW, np.int64)
     fwd_of[bw] = fw
     up = host_parent(trace)[bw]
