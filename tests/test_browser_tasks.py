@@ -126,3 +126,77 @@ def test_a_run_whose_every_file_fails_stays_listed_with_its_error(tasks_url, wat
     expect(page.locator(".error[role=alert]").first).to_contain_text(f"{BROKEN}/worker0.1.pt.trace.json")
     expect(picker(page, "Run")).to_have_value(BROKEN)
     assert clicks.n == 0
+
+
+def _frames_text(page) -> str:
+    return page.locator(".details").inner_text()
+
+
+def test_task2_which_line_launches_the_costliest_kernel(tasks_url, watch):
+    clicks = _landing(watch, tasks_url, W0)
+    page = watch.page
+    clicks.click(_tab(page, "Kernel"))
+    table = api(tasks_url, "kernel/table", run=W0, group_by="Kernel")
+    top = max(table["rows"], key=lambda r: r["total_ns"])
+    first = page.locator("section.card table tbody tr").first
+    expect(first).to_contain_text(top["name"][:40])
+    clicks.click(first)  # opens its longest call in the Trace view, selected
+    kernel = api(tasks_url, "trace/event", run=W0, i=top["longest_event"])
+    assert kernel["event"]["dur_ns"] == top["max_ns"]
+    details = page.locator(".details")
+    expect(details.locator(".details-name")).to_contain_text(top["name"][:40])
+    op_link = next(link for link in kernel["links"] if link["relation"] == "operator")
+    clicks.click(details.locator(f"li[data-relation=operator][data-i='{op_link['i']}'] button"))
+    op = api(tasks_url, "trace/event", run=W0, i=op_link["i"])
+    # a backward op (most kernel time) has no stack of its own: its forward op's is shown
+    stack = op["stacks"]["Call stack"] if "Call stack" in op.get("stacks", {}) else op["forward_stack"]["frames"]
+    if "forward_stack" in op:
+        expect(details).to_contain_text(op["forward_stack"]["stack_from"])
+    user = next(f for f in stack if "site-packages" not in (f.get("file") or "") and f.get("line"))
+    expect(details.locator(".details-name")).to_contain_text(op["event"]["name"])
+    expect(details).to_contain_text(f"{user['file'].rsplit('/', 1)[-1]}:{user['line']}")
+    assert clicks.n <= 3, clicks.n
+    watch.shot("task-kernel-line")
+    assert watch.errors == [], watch.errors
+
+
+def test_task5_what_the_gpu_did_in_a_window_of_a_step_and_who_launched_it(tasks_url, watch):
+    clicks = _landing(watch, tasks_url, W0)
+    page = watch.page
+    steps = api(tasks_url, "overview", run=W0)["steps"]
+    step = steps[1]  # the second step
+    clicks.click(_tab(page, "Trace"))
+    box = page.get_by_label("Time range")
+    clicks.click(box)
+    box.fill(f"step {step['step']} +100ms..+110ms")
+    box.press("Enter")
+    t0, t1 = step["start_ns"] + 100_000_000, step["start_ns"] + 110_000_000
+    stats = api(tasks_url, "trace/range_stats", run=W0, start_ns=t0, end_ns=t1)
+    kernels = [r for r in stats["rows"] if r["kind"] == "kernel"]
+    assert kernels and all(r["launched_by"] for r in kernels[:5])
+    panel = page.locator(".range-stats")
+    expect(panel).to_have_attribute("data-events", str(stats["events"]))
+    label = next(k["label"] for k in stats["kinds"] if k["kind"] == "kernel")
+    clicks.click(panel.get_by_role("tab", name=re.compile(f"^{re.escape(label)}")))
+    first = panel.locator("table tbody tr").first
+    expect(first).to_contain_text(kernels[0]["launched_by"])
+    assert clicks.n <= 3, clicks.n
+    watch.shot("task-range-launched-by")
+    assert watch.errors == [], watch.errors
+
+
+def test_task6_memory_near_full_and_the_op_that_allocates_most(tasks_url, watch):
+    clicks = _landing(watch, tasks_url, W0)
+    page = watch.page
+    clicks.click(_tab(page, "Memory"))
+    rows = api(tasks_url, "memory", run=W0)["rows"]
+    curve = api(tasks_url, "memory_curve", run=W0)
+    peak = next(p for p in curve["peaks"] if p["device"] == rows[0]["device"])
+    share = 100 * peak["peak_allocated"] / peak["total_memory"]
+    expect(page.locator(".stat").filter(has_text="Peak / device memory")).to_contain_text(f"{share:.1f}%")
+    top = max(rows, key=lambda r: r["self_allocation_size"])
+    table = card(page, "Memory by operator").locator("table tbody tr").first
+    expect(table).to_contain_text(top["name"])
+    assert clicks.n <= 3, clicks.n
+    watch.shot("task-memory")
+    assert watch.errors == [], watch.errors
