@@ -200,3 +200,53 @@ def test_task6_memory_near_full_and_the_op_that_allocates_most(tasks_url, watch)
     assert clicks.n <= 3, clicks.n
     watch.shot("task-memory")
     assert watch.errors == [], watch.errors
+
+
+# -- tasks 8 and 9: the same answers from Python and from the CLI (no browser) -------------
+def _cli(argv: list[str]) -> str:
+    from tb_profiler.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue()
+
+
+def test_tasks_8_9_the_same_answers_from_python_and_the_cli(tasks_url):
+    import tb_profiler
+    from tb_profiler.analysis.links import forward_op
+    from tb_profiler.plugin.timeline import event_detail
+
+    trace = tb_profiler.load(str(V100_TRACE))
+    ov = api(tasks_url, "overview", run=W0, span=1)
+    # 1: what bounds the step and what to change: the page's sentence, from Python and the CLI
+    assert trace.overview()["diagnosis"]["sentence"] == ov["diagnosis"]["sentence"]
+    why = json.loads(_cli(["why", str(V100_TRACE), "--only", "idle", "--json"]))["traces"][0]
+    assert why["verdict"]["finding"] == ov["diagnosis"]["sentence"]
+    assert ov["diagnosis"]["sentence"] in _cli(["why", str(V100_TRACE), "--only", "idle"])
+    # 2: the costliest kernel's longest call, its operator, and that operator's (forward) stack
+    top = trace.kernels("name").iloc[0]
+    assert top["name"] == api(tasks_url, "kernel/table", run=W0, span=1, group_by="Kernel")["rows"][0]["name"]
+    op = next(x for x in event_detail(trace, int(top["longest_event"]))["links"] if x["relation"] == "operator")
+    assert forward_op(trace)[op["i"]] >= 0 or "Call stack" in event_detail(trace, op["i"])["args"]
+    # 3: what 4 workers bought, per step (Python and CLI agree with the Diff view's route)
+    d = api(tasks_url, "diff", run=W0, exp_run=W4)
+    run_diff = tb_profiler.load_run(str(V100 / W0)).diff(tb_profiler.load_run(str(V100 / W4)))
+    assert run_diff["summary"]["step_time_avg_ns_delta"] == d["summary"]["step_time_avg_ns_delta"]
+    cli = json.loads(_cli(["diff", str(V100 / W0), str(V100 / W4), "--json"]))
+    assert cli["summary"]["step_time_avg_ns_delta"] == d["summary"]["step_time_avg_ns_delta"]
+    # 7: the top kernels as a table from the CLI (the UI's units)
+    text = _cli(["summary", str(V100_TRACE), "--top", "20"])
+    assert top["name"][:40] in text
+
+
+def test_the_raw_trace_agrees_on_the_costliest_kernel():
+    """The oracle for task 2's first step: the raw JSON's kernel durations, summed by name."""
+    totals: dict[str, int] = {}
+    with gzip.open(V100_TRACE) as f:
+        for e in json.load(f)["traceEvents"]:
+            if e.get("cat") == "Kernel" and e.get("ph") == "X":
+                totals[e["name"]] = totals.get(e["name"], 0) + e["dur"]
+    import tb_profiler
+
+    assert max(totals, key=totals.get) == tb_profiler.load(str(V100_TRACE)).kernels("name").iloc[0]["name"]
