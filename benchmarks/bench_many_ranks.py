@@ -7,7 +7,7 @@ view of an N-rank run answers, how much memory the server takes, how much cache 
         [--no-warm] [--no-summarize] [--dask] [--jobs 2] [--max-rss 12G] [--json] [--json-out FILE]
 
 The run: benchmarks/make_many_ranks.py writes N ranks of SIZE JSON each (--size 0: the
-ddp_gloo sample's own size, ~0.4 MB) into ./bench-output/many-ranks/r{N}-{SIZE}/, once;
+ddp_gloo_2ranks sample's own size, ~0.4 MB) into ./bench-output/many-ranks/r{N}-{SIZE}/, once;
 a later call with the same arguments reuses it. The trace files are then in the OS page
 cache (a warm disk), as they are right after a job wrote them.
 

@@ -36,7 +36,7 @@ correctly:
   plugin counted as CPU Exec, count as nothing on newer traces: their time moves from
   CPU Exec to Other. tb_profiler counts them as CPU Exec on both.
 On the torch 2.13 sample traces (samples/make_all.py) this script shows exactly these
-differences (DataLoader 0 vs 7.6 ms a step on cnn_workers0; CPU Exec and Other apart by
+differences (DataLoader 0 vs 7.6 ms a step on cnn_dataloader_0workers; CPU Exec and Other apart by
 the annotations' time) and no other.
 """
 from __future__ import annotations

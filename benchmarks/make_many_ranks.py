@@ -12,7 +12,7 @@ and `.make_many_ranks.json` (hidden: discovery skips it) saying how it was made.
 
 What is replicated (real)
     Every event of real rank (i mod R)'s trace, as its own text (R = number of source
-    ranks; default: the 2 ranks of the ddp_gloo sample, samples/ddp.py, a real 2-process
+    ranks; default: the 2 ranks of the ddp_gloo_2ranks sample, samples/ddp.py, a real 2-process
     gloo DDP job on CPU, written into ./bench-output/samples/ when missing). With --size,
     its body is first repeated K times as benchmarks/make_big_trace.py does (times moved
     by one period per copy, linking ids by one offset per copy, ProfilerStep#N renumbered),
@@ -74,7 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import make_big_trace as mbt  # (benchmarks/: the seed parser and the copy rules)
 
-DEFAULT_SOURCE = ROOT / "bench-output" / "samples" / "ddp_gloo"
+DEFAULT_SOURCE = ROOT / "bench-output" / "samples" / "ddp_gloo_2ranks"
 MANIFEST = ".make_many_ranks.json"
 VERSION = 1  # bump when the same arguments write different files
 
@@ -104,13 +104,13 @@ class Source:
 
 
 def ensure_sample(source: Path) -> None:
-    """The ddp_gloo sample (real torch gloo traces) when the default source is asked for
+    """The ddp_gloo_2ranks sample (real torch gloo traces) when the default source is asked for
     and missing: samples/make_all.py writes it (needs torch; a few seconds)."""
     if source != DEFAULT_SOURCE or any(source.glob("*.pt.trace.json*")):
         return
-    print(f"writing the ddp_gloo sample into {source.parent} ...", file=sys.stderr)
+    print(f"writing the ddp_gloo_2ranks sample into {source.parent} ...", file=sys.stderr)
     subprocess.run([sys.executable, str(ROOT / "samples" / "make_all.py"), str(source.parent),
-                    "--only", "ddp_gloo"], check=True, stdout=subprocess.DEVNULL)
+                    "--only", "ddp_gloo_2ranks"], check=True, stdout=subprocess.DEVNULL)
 
 
 def find_sources(folder: Path, spans: str) -> list[list[Source]]:
@@ -549,7 +549,7 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=mbt.parse_size, default=0,
                     help="JSON bytes per rank (64M, 1G; 0 = the source as it is)")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
-                    help="a run folder of real rank traces (default: the ddp_gloo sample, written when missing)")
+                    help="a run folder of real rank traces (default: the ddp_gloo_2ranks sample, written when missing)")
     ap.add_argument("--spans", choices=("last", "all"), default="last",
                     help="the source's latest span only (what the Distributed view opens), or every span")
     ap.add_argument("--jitter-us", type=int, default=5, help="per-rank clock offsets drawn from 0..this (us)")

@@ -2,7 +2,7 @@
 
 Two runs, one per DataLoader setting, because the input pipeline is what the
 overview's "DataLoader" share and the recommendations look at:
-``cnn_workers0`` (loading in the training process) and ``cnn_workers2``
+``cnn_dataloader_0workers`` (loading in the training process) and ``cnn_dataloader_2workers``
 (two loader processes).
 
     python samples/cnn.py LOGDIR [--workers 0 2] [--gzip]
@@ -69,16 +69,16 @@ class TinyResNet(nn.Module):
 
 
 def run(logdir: str, num_workers: int, use_gzip: bool = False) -> list[str]:
-    """Train ``_common.STEPS`` steps under the profiler into ``logdir/cnn_workers{n}``."""
+    """Train ``_common.STEPS`` steps under the profiler into ``logdir/cnn_dataloader_{n}workers``."""
     _common.setup(seed=0)
-    run_dir = os.path.join(logdir, f"cnn_workers{num_workers}")
+    run_dir = os.path.join(logdir, f"cnn_dataloader_{num_workers}workers")
     model = TinyResNet()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     loader = DataLoader(SyntheticImages(BATCH * _common.STEPS), batch_size=BATCH, shuffle=False,
                         num_workers=num_workers)
     model.train()
-    with _common.profiler(run_dir, worker_name=f"cnn_workers{num_workers}", use_gzip=use_gzip) as prof:
+    with _common.profiler(run_dir, worker_name=f"cnn_dataloader_{num_workers}workers", use_gzip=use_gzip) as prof:
         for images, labels in loader:
             loss = loss_fn(model(images), labels)
             opt.zero_grad(set_to_none=True)

@@ -4,7 +4,7 @@ The distributed view needs real multi-rank traces: each rank's trace carries
 ``distributedInfo`` (backend, rank, world size) and the gloo collectives
 (DDP's gradient all_reduce from its reducer thread, and the
 main thread's all_reduce of the logged loss). Workers are named
-``rank0`` / ``rank1``; run ``ddp_gloo``.
+``rank0`` / ``rank1``; run ``ddp_gloo_2ranks``.
 
     python samples/ddp.py LOGDIR [--gzip]
 """
@@ -62,13 +62,13 @@ def _worker(rank: int, run_dir: str, port: int, use_gzip: bool) -> None:
 
 
 def run(logdir: str, use_gzip: bool = False, attempts: int = 3) -> list[str]:
-    """Spawn two gloo ranks writing into ``logdir/ddp_gloo``.
+    """Spawn two gloo ranks writing into ``logdir/ddp_gloo_2ranks``.
 
     Why attempts: with torch 2.13 on CPU a gloo rank now and then dies of SIGSEGV (about one
     run in twelve on the 2-core CI machine, after its traces are written); the job is then
     run again from scratch rather than failing the samples (and the tests built on them).
     """
-    run_dir = os.path.join(logdir, "ddp_gloo")
+    run_dir = os.path.join(logdir, "ddp_gloo_2ranks")
     for attempt in range(1, attempts + 1):
         try:
             mp.spawn(_worker, args=(run_dir, free_port(), use_gzip), nprocs=WORLD, join=True)

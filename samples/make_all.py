@@ -1,9 +1,9 @@
 """Write every sample run into one logdir: the real torch 2.13 CPU traces the tests use.
 
-    python samples/make_all.py LOGDIR [--gzip] [--only cnn_workers0 ...]
+    python samples/make_all.py LOGDIR [--gzip] [--only cnn_dataloader_0workers ...]
 
-Writes LOGDIR/cnn_workers0, cnn_workers2, transformer, ddp_gloo (two spans per
-worker each) and prints each file written with its size. Runs in one process
+Writes LOGDIR/cnn_dataloader_0workers, cnn_dataloader_2workers, transformer_memory_snapshot,
+ddp_gloo_2ranks (each named for what it shows; two spans per worker each) and prints each file written with its size. Runs in one process
 (torch imported once); the DDP sample spawns its two ranks.
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ import ddp  # noqa: E402
 import transformer  # noqa: E402
 
 RUNS = {
-    "cnn_workers0": lambda logdir, gz: cnn.run(logdir, 0, gz),
-    "cnn_workers2": lambda logdir, gz: cnn.run(logdir, 2, gz),
-    "transformer": transformer.run,
-    "ddp_gloo": ddp.run,
+    "cnn_dataloader_0workers": lambda logdir, gz: cnn.run(logdir, 0, gz),
+    "cnn_dataloader_2workers": lambda logdir, gz: cnn.run(logdir, 2, gz),
+    "transformer_memory_snapshot": transformer.run,
+    "ddp_gloo_2ranks": ddp.run,
 }
 
 

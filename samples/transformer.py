@@ -34,7 +34,7 @@ class TinyEncoderLM(nn.Module):
 def run(logdir: str, use_gzip: bool = False) -> list[str]:
     """Train ``_common.STEPS`` next-token steps into ``logdir/transformer``."""
     _common.setup(seed=0)
-    run_dir = os.path.join(logdir, "transformer")
+    run_dir = os.path.join(logdir, "transformer_memory_snapshot")
     model = TinyEncoderLM()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
     loss_fn = nn.CrossEntropyLoss()

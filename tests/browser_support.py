@@ -62,7 +62,7 @@ def playwright_browser():
 def logdir(tmp_path_factory, sample_logdir) -> Path:
     out = tmp_path_factory.mktemp("browser_logdir")
     shutil.copytree(V100_RUN_DIR, out / V100_RUN)
-    for run in ("cnn_workers0", "ddp_gloo"):
+    for run in ("cnn_dataloader_0workers", "ddp_gloo_2ranks"):
         shutil.copytree(sample_logdir / run, out / run)
     return out
 

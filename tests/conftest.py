@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if importlib.util.find_spec("tb_profiler") is None:  # a checkout that is not pip-installed
     sys.path.insert(0, str(ROOT))
 
-SAMPLE_RUNS = ("cnn_workers0", "cnn_workers2", "ddp_gloo", "transformer")
+SAMPLE_RUNS = ("cnn_dataloader_0workers", "cnn_dataloader_2workers", "ddp_gloo_2ranks", "transformer_memory_snapshot")
 _USER_CACHE_ENV = "TB_PROFILER_CACHE_DIR"
 
 

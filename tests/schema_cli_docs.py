@@ -1,6 +1,6 @@
 """Real ``--json`` answers of every tb-profiler verb that prints one (tests/schema_docs.py's
 CLI_SCHEMAS names their schemas), over the same files the routes are asked of: the V100 run
-(GPU), the CPU sample, the two ranks of ddp_gloo, the compiled fixture, the memory
+(GPU), the CPU sample, the two ranks of ddp_gloo_2ranks, the compiled fixture, the memory
 snapshots, and the server's cache folder after it served them.
 
 Why a module of its own: tests/schema_docs.py holds the routes' answers and would pass the
@@ -54,7 +54,7 @@ def _trace(run: Path, span: int = 0) -> str:
 def cli_answers(logdir: Path, root: Path, cache: Path) -> dict[str, list]:
     """{schema name: [answers]} of the verbs' --json output; ``cache`` is the folder the
     server filled (cache info and trim read it, clear empties a copy of it)."""
-    v100, cpu, ddp = logdir / "v100", logdir / "cnn_workers0", logdir / "ddp_gloo"
+    v100, cpu, ddp = logdir / "v100", logdir / "cnn_dataloader_0workers", logdir / "ddp_gloo_2ranks"
     mixed = root / "cli" / "mixed"  # a run of one good file and one that cannot be read
     mixed.mkdir(parents=True)
     shutil.copy(_trace(cpu), mixed / "good.1.pt.trace.json")

@@ -3,8 +3,8 @@ made from (docs/schemas/make_schemas.py) and that tests/test_schemas.py validate
 them (issue 21: every JSON route and every ``--json`` verb has a published schema).
 
 The logdir: the V100 ResNet50 run (tests/data; a GPU trace) with two memory snapshots and
-a pickle that is not one beside it, the sample runs ``ddp_gloo`` (two ranks over gloo) and
-``cnn_workers0`` (a CPU trace) of samples/make_all.py, and the fixture traces of the views
+a pickle that is not one beside it, the sample runs ``ddp_gloo_2ranks`` (two ranks over gloo) and
+``cnn_dataloader_0workers`` (a CPU trace) of samples/make_all.py, and the fixture traces of the views
 that only some traces feed: torch.compile's kernels (tests/compiled_fixture.py), CUDA graph
 replays (tests/graph_fixtures.py), a trust report with findings (tests/integrity_fixtures.py),
 device counters (tests/kineto_fields_fixtures.py) and a run whose only file cannot be read.
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 P = "/data/plugin/pytorch_profiler/"
-SAMPLE_RUNS = ("ddp_gloo", "cnn_workers0")
+SAMPLE_RUNS = ("ddp_gloo_2ranks", "cnn_dataloader_0workers")
 
 # Routes that answer no JSON document, so no schema: {route: (why, a query that answers 200)}.
 # tests/test_schemas.py asks each one and checks that its answer is indeed not JSON.
@@ -111,7 +111,7 @@ def route_answers(client: Client) -> dict[str, list]:
     would leave a field's other shapes unseen (a GPU and a CPU trace, a list empty in one
     and not in the other, a null), several."""
     v = "run=v100&worker=worker0&span=1"
-    cpu, dist = "run=cnn_workers0", "run=ddp_gloo"
+    cpu, dist = "run=cnn_dataloader_0workers", "run=ddp_gloo_2ranks"
     traces = (v, cpu)  # a per-trace route: the GPU and the CPU trace
 
     def ask(route: str, *queries: str) -> list:
@@ -153,16 +153,16 @@ def route_answers(client: Client) -> dict[str, list]:
         "roofline": each("roofline"),
         "critical_path": each("critical_path") + ask("critical_path", f"{v}&step=6"),
         "diff": [_get(client, f"diff?{v}&exp_run=v100&exp_worker=worker0&exp_span=2"),
-                 _get(client, f"diff?{cpu}&exp_run=cnn_workers0")] + ask("diff", f"{dist}&exp_run=ddp_gloo&exp_span=1"),
+                 _get(client, f"diff?{cpu}&exp_run=cnn_dataloader_0workers")] + ask("diff", f"{dist}&exp_run=ddp_gloo_2ranks&exp_span=1"),
         "diffnode": ask("diffnode", f"{v}&exp_run=v100&exp_worker=worker0&exp_span=2&path=",
-                        f"{cpu}&exp_run=cnn_workers0&exp_span=1&path=",
-                        f"{cpu}&exp_run=cnn_workers0&exp_span=1&path=TinyResNet_0"),
+                        f"{cpu}&exp_run=cnn_dataloader_0workers&exp_span=1&path=",
+                        f"{cpu}&exp_run=cnn_dataloader_0workers&exp_span=1&path=TinyResNet_0"),
         # what only some traces have: the fixture runs, and a trace without it
         "kernel_counters": ask("kernel_counters", "run=counters", v),
         "compiled_kernels": ask("compiled_kernels", "run=compiled", v),
         "integrity": ask("integrity", "run=trust", v, cpu),
         "graphs": ask("graphs", "run=graphs", v),
-        # distributed (the two ranks of ddp_gloo)
+        # distributed (the two ranks of ddp_gloo_2ranks)
         "trace/ranks": ask("trace/ranks", f"{dist}&width=300&max_events=500",
                            f"{dist}&workers=rank1&start_ns=0&end_ns=5000000"),
         **{r: ask(r, dist) for r in ("distributed/gpuinfo", "distributed/overlap", "distributed/waittime",

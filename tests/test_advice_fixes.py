@@ -121,12 +121,12 @@ def test_dataloader_advice_on_the_real_v100_runs():
 
 
 def test_dataloader_advice_on_the_torch_sample_runs(sample_traces):
-    """The CPU sample runs: cnn_workers2 loads in 2 worker processes, cnn_workers0 in the
+    """The CPU sample runs: cnn_dataloader_2workers loads in 2 worker processes, cnn_dataloader_0workers in the
     main one; where the DataLoader rule fires (CPU timings vary), neither is told the
     other's advice."""
     from tb_profiler.analysis.recommendations import _dataloader_workers
 
-    runs = {"cnn_workers0": False, "cnn_workers2": True}
+    runs = {"cnn_dataloader_0workers": False, "cnn_dataloader_2workers": True}
     checked = 0
     for path in sample_traces:
         if path.parent.name not in runs:

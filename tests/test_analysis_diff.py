@@ -79,7 +79,7 @@ def test_lists_aggregate(pair):
 
 
 def test_trace_against_itself(sample_logdir):
-    run = tb_profiler.load_run(sample_logdir / "transformer", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "transformer_memory_snapshot", cache=False)
     t = run.trace()
     r = diff(t, t)
     for key in ("operators", "kernels", "modules"):
@@ -97,8 +97,8 @@ def test_dataloader_workers(sample_logdir):
     """workers=0 builds batches in the training process (the dataset's randn per image,
     collate's stack); with workers=2 the batch arrives from another process (set_ on
     shared memory)."""
-    a = tb_profiler.load_run(sample_logdir / "cnn_workers0", cache=False)
-    b = tb_profiler.load_run(sample_logdir / "cnn_workers2", cache=False)
+    a = tb_profiler.load_run(sample_logdir / "cnn_dataloader_0workers", cache=False)
+    b = tb_profiler.load_run(sample_logdir / "cnn_dataloader_2workers", cache=False)
     r = diff(a, b)
     ops = r["operators"].set_index("name")
     assert ops.loc["aten::randn", "side"] == "a"

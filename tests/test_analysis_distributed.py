@@ -224,7 +224,7 @@ def test_interval_helpers():
 
 
 def test_real_gloo_ddp_sample(sample_logdir):
-    run = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks", cache=False)
     r = distributed(run.traces(span=1))
     assert r["notes"] == []
     assert r["info"]["backend"] == "gloo" and r["info"]["world_size"] == 2

@@ -252,7 +252,7 @@ def _raw_memory(path: Path) -> list[dict]:
 
 
 def test_cnn_sample(sample_traces):
-    path = next(p for p in sample_traces if "cnn_workers0" in str(p))
+    path = next(p for p in sample_traces if "cnn_dataloader_0workers" in str(p))
     tr = load(path, cache=False)
     raw = _raw_memory(path)
     out = M.memory(tr)

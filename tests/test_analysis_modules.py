@@ -158,7 +158,7 @@ def test_legacy_trace_has_no_modules():
 
 
 def test_cnn_sample_hierarchy(sample_traces):
-    path = next(p for p in sample_traces if "cnn_workers0" in str(p))
+    path = next(p for p in sample_traces if "cnn_dataloader_0workers" in str(p))
     tr = load(path, cache=False)
     df = MM.modules(tr).set_index("path")
     # samples/cnn.py: TinyResNet(stem=Sequential(Conv2d, BatchNorm2d, ReLU), layer1=BasicBlock(16, 16),

@@ -296,7 +296,7 @@ def test_key_averages_table_matches_torch(tmp_path):
 
 
 def test_sample_traces_stacks_point_at_sample_sources(sample_traces):
-    cnn = next(p for p in sample_traces if "cnn_workers0" in p.name)
+    cnn = next(p for p in sample_traces if "cnn_dataloader_0workers" in p.name)
     t = load(str(cnn), cache=False)
     st = operator_stacks(t, "aten::conv2d")
     assert len(st) >= 1

@@ -164,7 +164,7 @@ def test_dataloader_and_datapipe_on_torch2_annotations(tmp_path):
 
 
 def test_dataloader_found_in_torch2_sample_traces(sample_traces):
-    cnn = [p for p in sample_traces if "cnn_workers" in p.parent.name]
+    cnn = [p for p in sample_traces if "cnn_dataloader_" in p.parent.name]
     assert cnn
     for path in cnn:
         frame = bd.breakdown(load(path, cache=False))

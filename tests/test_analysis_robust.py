@@ -56,6 +56,6 @@ def test_degenerate_traces_give_reasons_not_exceptions(name, tmp_path):
 
 
 def test_distributed_with_a_missing_rank_names_it(sample_logdir):
-    run = tb_profiler.load_run(sample_logdir / "ddp_gloo")
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks")
     result = distributed([run.trace("rank0")])
     assert any("1" in note and "missing" in note for note in result["notes"]), result["notes"]

@@ -41,7 +41,7 @@ def test_load_run_errors_name_the_problem(tmp_path):
 
 
 def test_run_distributed_over_the_gloo_sample(sample_logdir):
-    run = tb_profiler.load_run(sample_logdir / "ddp_gloo")
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks")
     dist = run.distributed()
     assert sorted(dist["ranks"]["rank"]) == [0, 1]
     assert dist["info"]["backend"] == "gloo" and dist["info"]["world_size"] == 2

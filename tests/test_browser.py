@@ -17,7 +17,7 @@ from browser_support import (API, V100_RUN, VIEWS, PageWatch, free_port, get_jso
 
 @pytest.mark.parametrize("view", VIEWS)
 def test_each_view_renders_offline_without_errors(view, serve_url, watch):
-    run = "ddp_gloo" if view == "Distributed" else V100_RUN
+    run = "ddp_gloo_2ranks" if view == "Distributed" else V100_RUN
     watch.open(f"{serve_url}/{hash_state(view=view, run=run)}")
     watch.settle()
     watch.shot(f"serve-{view.lower()}")

@@ -75,9 +75,9 @@ def test_distributed_opens_on_the_straggler_sentence(serve_url, watch):
     on the first 1440x900 screen, above the evidence."""
     page = watch.page
     page.set_viewport_size(SCREEN)
-    said = api(serve_url, "distributed/stragglers", run="ddp_gloo")["verdict"]
+    said = api(serve_url, "distributed/stragglers", run="ddp_gloo_2ranks")["verdict"]
     assert said["late"] is not None and said["sentence"].startswith(f"Rank {said['late']['rank']} arrives last")
-    page.goto(f"{serve_url}/{hash_state(view='Distributed', run='ddp_gloo')}")
+    page.goto(f"{serve_url}/{hash_state(view='Distributed', run='ddp_gloo_2ranks')}")
     line = page.get_by_label("Distributed verdict")
     line.wait_for(timeout=60_000)
     assert line.inner_text().strip() == said["sentence"]
@@ -179,11 +179,11 @@ def test_folded_stacks_show_the_users_line(serve_url, watch):
     (cnn.py:N), not the library frame under it (torch/nn/modules/...); library frames are
     dimmed when it is unfolded."""
     page = watch.page
-    rows = api(serve_url, "operation/table", run="cnn_workers0", group_by="OperationAndStack")["rows"]
+    rows = api(serve_url, "operation/table", run="cnn_dataloader_0workers", group_by="OperationAndStack")["rows"]
     want = [r for r in rows if r.get("frames") and any((f.get("file") or "").endswith("cnn.py") for f in r["frames"])
             and (r["frames"][0].get("file") or "").startswith("torch/")]
     assert want, "no stack with a torch frame inside a cnn.py frame"
-    watch.open(f"{serve_url}/{hash_state(view='Operator', run='cnn_workers0', group='OperationAndStack')}")
+    watch.open(f"{serve_url}/{hash_state(view='Operator', run='cnn_dataloader_0workers', group='OperationAndStack')}")
     watch.settle()
     summaries = page.locator("details.frames-cell summary")
     summaries.first.wait_for(timeout=60_000)

@@ -40,8 +40,8 @@ EVIL_THREAD = f"worker{RLO}thread"
 MARK = "\u27e8U+202E\u27e9"  # how the frontend shows the control: "⟨U+202E⟩"
 POLISH_RUN = "polish"
 BROKEN_RUN = "broken"
-SAMPLE_CNN = "cnn_workers0"
-DDP = "ddp_gloo"
+SAMPLE_CNN = "cnn_dataloader_0workers"
+DDP = "ddp_gloo_2ranks"
 
 # Records every fillText: the text, its box and anchor on the page, its alignment and the
 # aria-label of the nearest labelled element (the chart, or the timeline's canvas).

@@ -25,7 +25,7 @@ expect = pytest.importorskip("playwright.sync_api").expect
 
 SCREEN = {"width": 1440, "height": 900}
 W0, W4 = "resnet50_num_workers_0", "resnet50_num_workers_4"
-DDP = "ddp_gloo"
+DDP = "ddp_gloo_2ranks"
 BROKEN = "all_files_broken"
 
 

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, quote, urlparse
 import pytest
 from browser_support import API, V100_RUN, get_json, hash_state
 
-CPU_RUN = "cnn_workers0"
+CPU_RUN = "cnn_dataloader_0workers"
 RUNS = (V100_RUN, CPU_RUN)
 # The timeline's layout (frontend/src/timeline/Timeline.tsx), to aim a click at an event row.
 RULER_H, COUNTER_H, HEADER_H, ROW_H, GAP = 26, 40, 18, 18, 2

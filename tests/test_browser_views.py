@@ -26,8 +26,8 @@ from browser_support import API, V100_RUN, get_json, hash_state, wait_js
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
-SAMPLE_CNN = "cnn_workers0"   # torch 2.13 CPU run: memory with addresses, an nn.Module tree, 2 spans
-DDP = "ddp_gloo"              # 2 ranks over gloo, 2 spans
+SAMPLE_CNN = "cnn_dataloader_0workers"   # torch 2.13 CPU run: memory with addresses, an nn.Module tree, 2 spans
+DDP = "ddp_gloo_2ranks"              # 2 ranks over gloo, 2 spans
 
 
 # -- the frontend's number formats (frontend/src/util/format.ts), to check visible text --

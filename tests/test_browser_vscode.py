@@ -33,7 +33,7 @@ WEBVIEW = "https://tbtest.vscode-cdn.net"        # matches vscode.ts's browser V
 NOT_VSCODE = "https://tbtest-not-vscode.invalid"  # any other https parent
 ROUTED = {urlparse(WEBVIEW).hostname, urlparse(NOT_VSCODE).hostname}
 LINE_ONE = 2147483647                              # vscode.ts: what line 1 is sent as
-RUN = "cnn_workers0"
+RUN = "cnn_dataloader_0workers"
 CNN_LOC = re.compile(r"^cnn\.py:(\d+)$")
 
 PARENT_PAGE = """<!doctype html><meta charset="utf-8"><title>webview stand-in</title>

@@ -57,7 +57,7 @@ def test_info_on_a_folder_reads_every_sample_trace(sample_logdir, sample_traces,
     for doc in docs:
         assert doc["devices"] == [] and doc["device_kinds"] == []  # CPU-only samples
         assert len(doc["steps"]) == 2 and doc["categories"]["cpu_op"] > 0
-    ddp = [d for d in docs if "ddp_gloo" in d["path"]]
+    ddp = [d for d in docs if "ddp_gloo_2ranks" in d["path"]]
     assert {d["distributed"]["rank"] for d in ddp} == {0, 1}
     assert all(d["distributed"]["backend"] == "gloo" for d in ddp)
 
@@ -67,8 +67,8 @@ def test_runs_json_lists_sample_runs_workers_and_spans(sample_logdir, cache_dir)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     runs = {r["name"]: r for r in doc["runs"]}
-    assert set(runs) == {"cnn_workers0", "cnn_workers2", "ddp_gloo", "transformer"}
-    assert set(runs["ddp_gloo"]["workers"]) == {"rank0", "rank1"}
+    assert set(runs) == {"cnn_dataloader_0workers", "cnn_dataloader_2workers", "ddp_gloo_2ranks", "transformer_memory_snapshot"}
+    assert set(runs["ddp_gloo_2ranks"]["workers"]) == {"rank0", "rank1"}
     assert all(len(spans) == 2 for r in runs.values() for spans in r["workers"].values())
     assert doc["skipped"] == []
 
@@ -138,7 +138,7 @@ def test_summary_text_shows_breakdown_devices_and_advice(cache_dir):
 
 
 def test_summary_of_a_run_folder_adds_distributed(sample_logdir, cache_dir):
-    proc = run_cli("summary", str(sample_logdir / "ddp_gloo"), "--json", cache_dir=cache_dir)
+    proc = run_cli("summary", str(sample_logdir / "ddp_gloo_2ranks"), "--json", cache_dir=cache_dir)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["traces"]) == 2

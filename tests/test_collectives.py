@@ -293,7 +293,7 @@ def test_bus_factors_are_nccl_tests():
 
 
 def test_real_gloo_sample_bytes_are_the_gradient_bucket(sample_logdir):
-    run = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks", cache=False)
     traces = run.traces(span=1)
     per_rank = [collectives(t) for t in traces]
     for c in per_rank:

@@ -140,7 +140,7 @@ def test_v100_dataloader_workers_lead_the_diff():
 
 # -- API and CLI on the CPU sample runs (DataLoader workers 0 and 2) -----------------------------
 def _sample_sides(sample_logdir):
-    return [tb_profiler.load_run(sample_logdir / run, cache=False).traces() for run in ("cnn_workers0", "cnn_workers2")]
+    return [tb_profiler.load_run(sample_logdir / run, cache=False).traces() for run in ("cnn_dataloader_0workers", "cnn_dataloader_2workers")]
 
 
 def _weighted(traces, cat: str) -> float:
@@ -187,7 +187,7 @@ def _breakdown_lines(text: str) -> list[str]:
 
 @pytest.mark.parametrize("pair", ["samples", "v100"])
 def test_cli_diff_prints_the_breakdown_first(pair, sample_logdir, tmp_path):
-    a, b = ((sample_logdir / "cnn_workers0", sample_logdir / "cnn_workers2") if pair == "samples"
+    a, b = ((sample_logdir / "cnn_dataloader_0workers", sample_logdir / "cnn_dataloader_2workers") if pair == "samples"
             else (V100_RUN, V100_RUN_W4))
     doc = json.loads(_run_cli("diff", str(a), str(b), "--json", cache_dir=tmp_path).stdout)
     api = views.diff(tb_profiler.load_run(a).traces(), tb_profiler.load_run(b).traces())

@@ -41,7 +41,7 @@ def test_nobody_late_says_so():
 
 
 def test_the_gloo_sample(sample_logdir):
-    run = load_run(sample_logdir / "ddp_gloo")
+    run = load_run(sample_logdir / "ddp_gloo_2ranks")
     res = run.distributed()
     late = late_ranks(res, run.summaries())
     v = verdict(late["ranks"], res["collectives"], res["ranks"], [])

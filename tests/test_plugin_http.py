@@ -99,14 +99,14 @@ def _entry_point_shim(tmp: Path) -> Path | None:
 
 def make_logdir(dst: Path, sample_logdir: Path) -> Path:
     dst.mkdir(parents=True)
-    for run in ("cnn_workers0", "ddp_gloo", "transformer"):
+    for run in ("cnn_dataloader_0workers", "ddp_gloo_2ranks", "transformer_memory_snapshot"):
         shutil.copytree(sample_logdir / run, dst / run)
     shutil.copytree(V100_RUN, dst / "resnet50_v100")
     for p in (dst / "resnet50_v100").iterdir():
         p.chmod(0o644)
     (dst / "broken").mkdir()
     (dst / "broken" / "w.1.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "a')
-    (dst / "cnn_workers0" / "notes.json").write_text("{}")  # a JSON file that is not a trace
+    (dst / "cnn_dataloader_0workers" / "notes.json").write_text("{}")  # a JSON file that is not a trace
     return dst
 
 
@@ -184,24 +184,24 @@ def test_plugin_is_listed_with_its_module_entry(server):
 def test_runs_workers_spans_and_the_broken_file(server):
     runs = server.until(lambda: (d := server.get("runs")) and "resnet50_v100" in d["runs"] and d,
                         what="runs listed")
-    assert {"cnn_workers0", "ddp_gloo", "transformer", "resnet50_v100"} <= set(runs["runs"])
+    assert {"cnn_dataloader_0workers", "ddp_gloo_2ranks", "transformer_memory_snapshot", "resnet50_v100"} <= set(runs["runs"])
     assert server.get("workers?run=resnet50_v100") == ["worker0"]
     assert server.get("spans?run=resnet50_v100&worker=worker0") == ["1", "2"]
-    assert server.get("workers?run=ddp_gloo") == ["rank0", "rank1"]
-    assert server.get("workers?run=ddp_gloo&view=Distributed") == ["All"]
+    assert server.get("workers?run=ddp_gloo_2ranks") == ["rank0", "rank1"]
+    assert server.get("workers?run=ddp_gloo_2ranks&view=Distributed") == ["All"]
 
     def broken_listed():
         return [s for s in server.get("skipped")["skipped"] if s["path"] == "broken/w.1.pt.trace.json"]
 
     (broken,) = server.until(broken_listed, what="the broken file in skipped")
     assert broken["run"] == "broken" and "byte" in broken["reason"] and str(server.logdir) not in broken["reason"]
-    notes = [s for s in server.get("skipped")["skipped"] if s["path"] == "cnn_workers0/notes.json"]
+    notes = [s for s in server.get("skipped")["skipped"] if s["path"] == "cnn_dataloader_0workers/notes.json"]
     assert notes and notes[0]["reason"] == "JSON, but not a Kineto trace: no traceEvents in the file"
     assert "broken" in server.get("runs")["runs"]  # listed, its views say why it fails
     err = server.get("overview?run=broken", expect=404)
     assert "byte" in err["error"]
     # the others still work
-    assert server.get("views?run=cnn_workers0")[:2] == ["Overview", "Operator"]
+    assert server.get("views?run=cnn_dataloader_0workers")[:2] == ["Overview", "Operator"]
     status = server.until(lambda: (s := server.get("status")) and not s["loading"] and s, timeout=LOAD_TIMEOUT,
                           what="loading to finish")
     assert status["memory"]["cap_bytes"] == 300 << 20  # the flag wins over TB_PROFILER_MEMORY_MB
@@ -240,28 +240,28 @@ def test_overview_operators_kernels_equal_the_python_api(server):
 
 
 def test_cpu_views_memory_modules_distributed(server):
-    views = server.get("views?run=transformer")
+    views = server.get("views?run=transformer_memory_snapshot")
     assert "Module" in views and "Kernel" not in views
-    mod = server.get("module?run=transformer")
+    mod = server.get("module?run=transformer_memory_snapshot")
     assert mod["rows"] and mod["rows"][0]["parent_id"] == -1
-    tree = server.get("tree?run=transformer")
+    tree = server.get("tree?run=transformer_memory_snapshot")
     assert tree["nodes"] and all(c["start_ns"] >= 0 for c in tree["calls"])
-    curve = server.get("memory_curve?run=cnn_workers0")
+    curve = server.get("memory_curve?run=cnn_dataloader_0workers")
     assert curve["devices"] == ["CPU"] and curve["curves"]["CPU"]
     assert all(0 <= p["ts_ns"] < 10**12 for p in curve["curves"]["CPU"])
-    events = server.get("memory_events?run=cnn_workers0&limit=5")
+    events = server.get("memory_events?run=cnn_dataloader_0workers&limit=5")
     assert len(events["rows"]) == 5 and events["truncated"] and events["total"] > 5
-    assert server.get("memory?run=cnn_workers0")["rows"]
-    assert "Distributed" in server.get("views?run=ddp_gloo")
-    overlap = server.get("distributed/overlap?run=ddp_gloo")
+    assert server.get("memory?run=cnn_dataloader_0workers")["rows"]
+    assert "Distributed" in server.get("views?run=ddp_gloo_2ranks")
+    overlap = server.get("distributed/overlap?run=ddp_gloo_2ranks")
     assert [r["worker"] for r in overlap["ranks"]] == ["rank0", "rank1"]
-    assert server.get("distributed/commops?run=ddp_gloo")["rows"]
-    assert server.get("distributed/waittime?run=ddp_gloo")["ranks"]
-    assert len(server.get("distributed/gpuinfo?run=ddp_gloo")["workers"]) == 2
-    server.get("distributed/overlap?run=transformer", expect=404)
-    diff = server.get("diff?run=transformer&span=1&exp_run=transformer&exp_span=2")
+    assert server.get("distributed/commops?run=ddp_gloo_2ranks")["rows"]
+    assert server.get("distributed/waittime?run=ddp_gloo_2ranks")["ranks"]
+    assert len(server.get("distributed/gpuinfo?run=ddp_gloo_2ranks")["workers"]) == 2
+    server.get("distributed/overlap?run=transformer_memory_snapshot", expect=404)
+    diff = server.get("diff?run=transformer_memory_snapshot&span=1&exp_run=transformer_memory_snapshot&exp_span=2")
     assert diff["summary"]["traces_a"] == 1 and diff["operators"]
-    roots = server.get("diffnode?run=transformer&span=1&exp_run=transformer&exp_span=2")
+    roots = server.get("diffnode?run=transformer_memory_snapshot&span=1&exp_run=transformer_memory_snapshot&exp_span=2")
     assert roots["children"] and all("/" not in c["path"] for c in roots["children"])
 
 
@@ -285,28 +285,28 @@ def test_timeline_window_is_bounded(server):
 
 
 def test_new_runs_and_new_files_appear_without_restart(server, sample_logdir):
-    shutil.copytree(sample_logdir / "cnn_workers2", server.logdir / "later" / "cnn")
+    shutil.copytree(sample_logdir / "cnn_dataloader_2workers", server.logdir / "later" / "cnn")
     server.until(lambda: "later/cnn" in server.get("runs")["runs"], what="the new run")
     assert server.get("overview?run=later/cnn")["summary"]["num_steps"] >= 1
-    src = sorted((sample_logdir / "transformer").glob("*.pt.trace.json*"))[-1]
-    dst = server.logdir / "transformer" / "transformer.9999999999999999999.pt.trace.json"
+    src = sorted((sample_logdir / "transformer_memory_snapshot").glob("*.pt.trace.json*"))[-1]
+    dst = server.logdir / "transformer_memory_snapshot" / "transformer.9999999999999999999.pt.trace.json"
     shutil.copy(src, dst)
-    server.until(lambda: server.get("spans?run=transformer") == ["1", "2", "3"], what="the new span")
-    assert server.get("overview?run=transformer&span=3")["summary"]["num_steps"] >= 1
+    server.until(lambda: server.get("spans?run=transformer_memory_snapshot") == ["1", "2", "3"], what="the new span")
+    assert server.get("overview?run=transformer_memory_snapshot&span=3")["summary"]["num_steps"] >= 1
 
 
 BAD = [
     ("overview", 400), ("overview?run=", 404), ("overview?run=nope", 404),
-    ("overview?run=cnn_workers0&span=abc", 400), ("overview?run=cnn_workers0&span=0", 400),
-    ("overview?run=cnn_workers0&span=99", 404), ("overview?run=cnn_workers0&span=1e3", 400),
-    ("overview?run=cnn_workers0&worker=nobody", 404), ("overview?run=cnn_workers0&run=ddp_gloo", 400),
-    ("operation?run=cnn_workers0&group_by=Bogus", 400), ("operation?run=cnn_workers0&top=1000", 400),
-    ("operation/stack?run=cnn_workers0", 400), ("operation/stack?run=cnn_workers0&op_name=no::such", 404),
-    ("trace?run=cnn_workers0&width=5", 400), ("trace?run=cnn_workers0&start_ns=10&end_ns=5", 400),
-    ("trace?run=cnn_workers0&start_ns=99999999999999999999999", 400),
-    ("trace/event?run=cnn_workers0&i=-1", 400), ("trace/event?run=cnn_workers0&i=999999999", 404),
-    ("memory?run=cnn_workers0&device=GPU7", 404), ("memory_events?run=cnn_workers0&limit=0", 400),
-    ("tree?run=cnn_workers0&step=x", 400), ("diffnode?run=transformer&exp_run=transformer&path=No/Such", 404),
+    ("overview?run=cnn_dataloader_0workers&span=abc", 400), ("overview?run=cnn_dataloader_0workers&span=0", 400),
+    ("overview?run=cnn_dataloader_0workers&span=99", 404), ("overview?run=cnn_dataloader_0workers&span=1e3", 400),
+    ("overview?run=cnn_dataloader_0workers&worker=nobody", 404), ("overview?run=cnn_dataloader_0workers&run=ddp_gloo_2ranks", 400),
+    ("operation?run=cnn_dataloader_0workers&group_by=Bogus", 400), ("operation?run=cnn_dataloader_0workers&top=1000", 400),
+    ("operation/stack?run=cnn_dataloader_0workers", 400), ("operation/stack?run=cnn_dataloader_0workers&op_name=no::such", 404),
+    ("trace?run=cnn_dataloader_0workers&width=5", 400), ("trace?run=cnn_dataloader_0workers&start_ns=10&end_ns=5", 400),
+    ("trace?run=cnn_dataloader_0workers&start_ns=99999999999999999999999", 400),
+    ("trace/event?run=cnn_dataloader_0workers&i=-1", 400), ("trace/event?run=cnn_dataloader_0workers&i=999999999", 404),
+    ("memory?run=cnn_dataloader_0workers&device=GPU7", 404), ("memory_events?run=cnn_dataloader_0workers&limit=0", 400),
+    ("tree?run=cnn_dataloader_0workers&step=x", 400), ("diffnode?run=transformer_memory_snapshot&exp_run=transformer_memory_snapshot&path=No/Such", 404),
     ("nosuchroute", 404),
 ]
 
@@ -333,7 +333,7 @@ def test_paths_never_leave_the_logdir_or_static_folder(server, path):
 
 
 def test_every_response_carries_the_csp(server):
-    for path in ("runs", "overview?run=nope", "index.js", "trace/raw?run=cnn_workers0"):
+    for path in ("runs", "overview?run=nope", "index.js", "trace/raw?run=cnn_dataloader_0workers"):
         status, headers, body = server.raw(PREFIX + path)
         csp = headers.get("Content-Security-Policy", "")
         assert "default-src 'self'" in csp and "http" not in csp, (path, headers)
@@ -341,7 +341,7 @@ def test_every_response_carries_the_csp(server):
     status, headers, body = server.raw(PREFIX + "index.js")
     assert status == 200 and headers["Content-Type"].startswith("text/javascript")
     assert b"render" in body
-    status, headers, body = server.raw(PREFIX + "trace/raw?run=cnn_workers0")
+    status, headers, body = server.raw(PREFIX + "trace/raw?run=cnn_dataloader_0workers")
     assert status == 200 and gzip.decompress(body).lstrip().startswith(b"{")
     if server.kind == "serve":
         status, headers, body = server.raw("/")

@@ -44,8 +44,8 @@ def get(client, route, expect=200):
 @pytest.fixture
 def logdir(tmp_path, sample_logdir) -> Path:
     d = tmp_path / "log"
-    shutil.copytree(sample_logdir / "cnn_workers0", d / "a_fast")
-    shutil.copytree(sample_logdir / "transformer", d / "z_slow")
+    shutil.copytree(sample_logdir / "cnn_dataloader_0workers", d / "a_fast")
+    shutil.copytree(sample_logdir / "transformer_memory_snapshot", d / "z_slow")
     return d
 
 
@@ -115,21 +115,21 @@ def test_broken_and_rewritten_files(logdir, make):
     app, c = make(logdir)
     wait_for(lambda: any(s["path"] == "a_fast/extra.1.pt.trace.json" for s in get(c, "skipped")["skipped"]),
              what="the broken file listed")
-    assert get(c, "workers?run=a_fast") == ["cnn_workers0"]  # the broken worker is not offered
+    assert get(c, "workers?run=a_fast") == ["cnn_dataloader_0workers"]  # the broken worker is not offered
     assert "Overview" in get(c, "views?run=a_fast")
     err = get(c, "overview?run=a_fast&worker=extra", expect=404)
     assert "extra.1.pt.trace.json" in err["error"]
     # the writer finishes the file: it is loaded again and offered
     good = sorted((logdir / "z_slow").glob("*.pt.trace.json*"))[0]
     shutil.copy(good, bad)
-    wait_for(lambda: get(c, "workers?run=a_fast") == ["cnn_workers0", "extra"], what="the rewritten file")
+    wait_for(lambda: get(c, "workers?run=a_fast") == ["cnn_dataloader_0workers", "extra"], what="the rewritten file")
     assert get(c, "overview?run=a_fast&worker=extra")["summary"]["num_steps"] >= 1
     assert not [s for s in get(c, "skipped")["skipped"] if s["path"].startswith("a_fast/")]
 
 
 def test_vanished_logdir_is_reported_not_fatal(tmp_path, make, sample_logdir):
     d = tmp_path / "gone"
-    shutil.copytree(sample_logdir / "cnn_workers0", d / "r")
+    shutil.copytree(sample_logdir / "cnn_dataloader_0workers", d / "r")
     app, c = make(d)
     assert get(c, "runs")["runs"] == ["r"]
     shutil.rmtree(d)
@@ -232,7 +232,7 @@ def test_fsspec_logdir(make, sample_logdir):
     import fsspec
 
     fs = fsspec.filesystem("memory")
-    for f in sorted((sample_logdir / "cnn_workers0").iterdir()):
+    for f in sorted((sample_logdir / "cnn_dataloader_0workers").iterdir()):
         fs.pipe(f"/plugin_test_log/run1/{f.name}", f.read_bytes())
     try:
         app, c = make("memory://plugin_test_log")

@@ -62,7 +62,7 @@ def rank_paths(folder: Path) -> list[Path]:
 def many(sample_logdir, tmp_path_factory) -> Path:
     """A logdir with one run of 16 ranks made from the real gloo pair (clock jitter 5 µs)."""
     logdir = tmp_path_factory.mktemp("many")
-    mmr.generate(logdir / "r16", 16, 0, source=sample_logdir / "ddp_gloo", jitter_us=5, seed=3)
+    mmr.generate(logdir / "r16", 16, 0, source=sample_logdir / "ddp_gloo_2ranks", jitter_us=5, seed=3)
     return logdir
 
 
@@ -222,17 +222,17 @@ def test_the_run_asked_for_is_summarized_first(many, tmp_path, serve, monkeypatc
 def test_old_routes_equal_distributed_of_the_traces(sample_logdir, tmp_path, serve):
     """overlap / waittime / commops / gpuinfo of the real gloo sample run, from summaries,
     are exactly distributed(traces) of its traces loaded here."""
-    shutil.copytree(sample_logdir / "ddp_gloo", tmp_path / "log" / "ddp_gloo")
-    traces = [tb_profiler.load(p, cache=False) for p in sorted((tmp_path / "log" / "ddp_gloo").glob("*.json"))]
+    shutil.copytree(sample_logdir / "ddp_gloo_2ranks", tmp_path / "log" / "ddp_gloo_2ranks")
+    traces = [tb_profiler.load(p, cache=False) for p in sorted((tmp_path / "log" / "ddp_gloo_2ranks").glob("*.json"))]
     latest = {}
     for t in traces:  # each worker's latest span, as the routes' default
         latest[Path(str(t.source)).name.split(".")[0]] = t
     want = to_jsonable(dist_mod.distributed([latest[w] for w in sorted(latest)]))
     _app, c = serve(tmp_path / "log")
-    overlap = settle(c, "distributed/overlap?run=ddp_gloo")
-    wait = settle(c, "distributed/waittime?run=ddp_gloo")
-    commops = settle(c, "distributed/commops?run=ddp_gloo")
-    gpuinfo = settle(c, "distributed/gpuinfo?run=ddp_gloo")
+    overlap = settle(c, "distributed/overlap?run=ddp_gloo_2ranks")
+    wait = settle(c, "distributed/waittime?run=ddp_gloo_2ranks")
+    commops = settle(c, "distributed/commops?run=ddp_gloo_2ranks")
+    gpuinfo = settle(c, "distributed/gpuinfo?run=ddp_gloo_2ranks")
     clock = {r["rank"]: r for r in want["clock"]}
     for got, keys in ((overlap, app_mod.views._OVERLAP), (wait, app_mod.views._WAIT)):
         assert got["ranks"] == [{**{k: r[k] for k in keys if k in r}, "clock_offset_ns": clock[r["rank"]]["clock_offset_ns"],
@@ -411,14 +411,14 @@ def test_trace_ranks_aligns_a_shifted_clock_and_is_bounded(sample_logdir, tmp_pa
     """Rank 1's clock is 5 ms late (make_many_ranks --skew-rank 1 --skew-us 5000); rank 3 is
     the same real trace on time. Aligned by the cross-rank analysis' clock, their steps
     start together in the merged window, while as written they are 5 ms apart."""
-    mmr.generate(tmp_path / "log" / "skew", 4, 0, source=sample_logdir / "ddp_gloo", jitter_us=0, skew_rank=1,
+    mmr.generate(tmp_path / "log" / "skew", 4, 0, source=sample_logdir / "ddp_gloo_2ranks", jitter_us=0, skew_rank=1,
                  skew_us=5000)
     _app, c = serve(tmp_path / "log")
     clock = {r["worker"]: r for r in settle(c, "distributed/ranks?run=skew")["ranks"]}
     assert clock["rank1"]["clock_method"] == "collectives" and clock["rank3"]["clock_offset_ns"] == 0
     # the collectives pin the shift to within their own durations (analysis/clock.py): the
     # sample's gloo ranges are ~0.4 ms, but on a busy machine one can last several ms
-    slack = max(1_000_000, _longest_collective_ns(sample_logdir / "ddp_gloo"))
+    slack = max(1_000_000, _longest_collective_ns(sample_logdir / "ddp_gloo_2ranks"))
     assert -5_000_000 - slack < clock["rank1"]["clock_offset_ns"] < -5_000_000 + slack
     doc = settle(c, "trace/ranks?run=skew&workers=rank1,rank3&width=400&max_events=100&max_flows=10")
     parts = {w["worker"]: w for w in doc["workers"]}

@@ -82,7 +82,7 @@ def client(tmp_path_factory, sample_logdir):
     logdir = tmp_path_factory.mktemp("timeline_log")
     (logdir / "handmade").mkdir()
     (logdir / "handmade" / "w.1.pt.trace.json").write_text(json.dumps({"traceEvents": handmade_events()}))
-    shutil.copytree(sample_logdir / "transformer", logdir / "transformer")
+    shutil.copytree(sample_logdir / "transformer_memory_snapshot", logdir / "transformer_memory_snapshot")
     shutil.copytree(V100, logdir / "v100")
     state = ProfilerState(str(logdir), reload_s=0.5, cache_dir=str(tmp_path_factory.mktemp("cache")))
     app = ProfilerApp(state, standalone=True)
@@ -248,13 +248,13 @@ def test_bin_edges_are_exact_integers_for_any_window():
 
 # -- real traces (tests/data) ----------------------------------------------------------------------
 def test_cpu_trace_has_forward_backward_flows_and_no_utilization(client):
-    w = get(client, "trace?run=transformer&width=1500")
+    w = get(client, "trace?run=transformer_memory_snapshot&width=1500")
     assert w["counters"] == []
     kinds = {f["kind"] for f in w["flows"]}
     assert kinds == {"fwdbwd"} and len(w["flows"]) > 10
     f = w["flows"][0]
-    fwd = get(client, f"trace/event?run=transformer&i={f['from']}")
-    bwd = get(client, f"trace/event?run=transformer&i={f['to']}")
+    fwd = get(client, f"trace/event?run=transformer_memory_snapshot&i={f['from']}")
+    bwd = get(client, f"trace/event?run=transformer_memory_snapshot&i={f['to']}")
     assert fwd["event"]["ts_ns"] == f["from_ts_ns"] and bwd["event"]["ts_ns"] == f["to_ts_ns"] > f["from_ts_ns"]
     assert any(link["relation"] == "backward" and link["i"] == f["to"] for link in fwd["links"])
 

@@ -15,7 +15,7 @@ from tb_profiler.plugin.views import operation_stack, operation_table
 
 
 def test_operation_table_by_call_stack_gives_frames(sample_traces):
-    trace = tb_profiler.load(next(p for p in sample_traces if "cnn_workers0" in str(p)), cache=False)
+    trace = tb_profiler.load(next(p for p in sample_traces if "cnn_dataloader_0workers" in str(p)), cache=False)
     doc = operation_table(trace, "OperationAndStack")
     table = trace.operators("stack")
     assert len(doc["rows"]) == len(table)
@@ -74,7 +74,7 @@ def test_backward_ops_show_their_forward_ops_stack(sample_traces):
     groups ConvolutionBackward0 by the stacks of the aten::convolution calls that made
     them, and an event's details give its forward op's stack, both marked "forward op
     aten::convolution"; all checked against a walk of the raw JSON."""
-    path = min(p for p in sample_traces if "cnn_workers0" in str(p))
+    path = min(p for p in sample_traces if "cnn_dataloader_0workers" in str(p))
     trace = tb_profiler.load(path, cache=False)
     backward, stacks = _raw_forward_stacks(path)
     assert len(backward) >= 10 and all(stacks) and len(set(stacks)) >= 2

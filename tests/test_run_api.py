@@ -38,7 +38,7 @@ def _api_doc() -> str:
 def late_run(sample_logdir, tmp_path_factory) -> Run:
     mmr = benchmark_module("make_many_ranks")
     tmp = tmp_path_factory.mktemp("late_run")
-    mmr.generate(tmp / "r4", 4, 0, source=sample_logdir / "ddp_gloo", jitter_us=0, seed=0,
+    mmr.generate(tmp / "r4", 4, 0, source=sample_logdir / "ddp_gloo_2ranks", jitter_us=0, seed=0,
                  skew_rank=LATE_RANK, skew_us=3000)
     return tb_profiler.load_run(tmp / "r4", cache_dir=tmp / "cache")
 
@@ -97,14 +97,14 @@ def test_distributed_is_kept_per_span(late_run):
                                   "memcpy", "queue", "roofline", "critical_path", "annotations",
                                   "step_outliers", "key_averages", "table"])
 def test_per_trace_methods_give_the_traces_answer(sample_logdir, name):
-    run = tb_profiler.load_run(sample_logdir / "cnn_workers2", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "cnn_dataloader_2workers", cache=False)
     worker = run.workers[-1]
     trace = run.trace(worker, span=1)
     assert _same(getattr(run, name)(worker=worker, span=1), getattr(trace, name)())
 
 
 def test_range_stats_of_a_worker_and_span(sample_logdir):
-    run = tb_profiler.load_run(sample_logdir / "cnn_workers2", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "cnn_dataloader_2workers", cache=False)
     worker = run.workers[-1]
     trace = run.trace(worker, span=1)
     a, b = trace.span
@@ -119,7 +119,7 @@ def test_a_cpu_only_trace_says_cpu_and_has_no_device_kinds(sample_logdir):
     device_kinds, which the overview route carries for the UI."""
     from tb_profiler.plugin.views import overview
 
-    run = tb_profiler.load_run(sample_logdir / "cnn_workers0", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "cnn_dataloader_0workers", cache=False)
     trace = run.trace()
     assert trace.device_word == "CPU" and trace.device_kinds == ()
     assert run.overview()["device_word"] == "CPU"

@@ -9,10 +9,10 @@ import pytest
 from tb_profiler.io.discovery import discover
 
 EXPECTED = {
-    "cnn_workers0": ["cnn_workers0"],
-    "cnn_workers2": ["cnn_workers2"],
-    "transformer": ["transformer"],
-    "ddp_gloo": ["rank0", "rank1"],
+    "cnn_dataloader_0workers": ["cnn_dataloader_0workers"],
+    "cnn_dataloader_2workers": ["cnn_dataloader_2workers"],
+    "transformer_memory_snapshot": ["transformer"],
+    "ddp_gloo_2ranks": ["rank0", "rank1"],
 }
 
 
@@ -63,15 +63,15 @@ def test_spans_are_consecutive_cycles(docs):
 def test_dataloader_variants(docs):
     for path, doc in docs.items():
         names = {e.get("name") for e in doc["traceEvents"]}
-        if path.parent.name == "cnn_workers0":
+        if path.parent.name == "cnn_dataloader_0workers":
             assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in names
-        elif path.parent.name == "cnn_workers2":
+        elif path.parent.name == "cnn_dataloader_2workers":
             assert "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__" in names
 
 
 def test_transformer_has_attention(docs):
     for path, doc in docs.items():
-        if path.parent.name == "transformer":
+        if path.parent.name == "transformer_memory_snapshot":
             names = {e.get("name") for e in doc["traceEvents"]}
             assert "aten::scaled_dot_product_attention" in names and "aten::layer_norm" in names
 
@@ -79,7 +79,7 @@ def test_transformer_has_attention(docs):
 def test_ddp_two_gloo_ranks(docs):
     ranks = {}
     for path, doc in docs.items():
-        if path.parent.name != "ddp_gloo":
+        if path.parent.name != "ddp_gloo_2ranks":
             continue
         info = doc["distributedInfo"]
         assert info["backend"] == "gloo" and info["world_size"] == 2

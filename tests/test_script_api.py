@@ -58,7 +58,7 @@ def _run(tmp_path: Path, run_dir: Path, form: str) -> tuple[dict, int, str]:
 def answers(sample_logdir, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("script_api")
     forms = ["file", "guarded", "stdin", "dash_c"] + (["ipython"] if importlib.util.find_spec("IPython") else [])
-    return {form: _run(tmp, sample_logdir / "ddp_gloo", form) for form in forms}
+    return {form: _run(tmp, sample_logdir / "ddp_gloo_2ranks", form) for form in forms}
 
 
 def _answer(answers: dict, form: str) -> tuple:

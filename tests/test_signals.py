@@ -35,7 +35,7 @@ def busy_run(sample_logdir, tmp_path_factory) -> Path:
     """12 ranks of ~8 MB (the sample gloo ranks repeated): seconds of summarizing."""
     mmr = benchmark_module("make_many_ranks")
     logdir = tmp_path_factory.mktemp("busy")
-    mmr.generate(logdir / "ranks", 12, 8 << 20, source=sample_logdir / "ddp_gloo", jitter_us=5, seed=1)
+    mmr.generate(logdir / "ranks", 12, 8 << 20, source=sample_logdir / "ddp_gloo_2ranks", jitter_us=5, seed=1)
     return logdir
 
 

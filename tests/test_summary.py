@@ -79,7 +79,7 @@ def test_v100_summary_holds_the_run_level_facts_and_round_trips(tmp_path, builds
 
 
 def test_gloo_rank_summary_round_trips(sample_logdir, tmp_path, builds):
-    run = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache_dir=tmp_path)
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks", cache_dir=tmp_path)
     path = run.span_file("rank1", 1).path
     s = summary_for(path, cache_dir=tmp_path, worker="rank1")
     assert s.rank == 1 and s.distributed_info["world_size"] == 2 and s.measured_on == "host"
@@ -158,12 +158,12 @@ def _stored(traces, cache):
 
 
 def test_distributed_equals_from_stored_summaries_on_the_gloo_run(sample_logdir, tmp_path):
-    run = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks", cache=False)
     traces = run.traces(span=1)
     expected = distributed(traces)
     assert_same_result(expected, distributed_from_summaries(_stored(traces, tmp_path)))
     # and the Run itself reads summaries only
-    assert_same_result(expected, tb_profiler.load_run(sample_logdir / "ddp_gloo", cache_dir=tmp_path).distributed(1))
+    assert_same_result(expected, tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks", cache_dir=tmp_path).distributed(1))
 
 
 def test_distributed_equals_from_stored_summaries_on_nccl_fixtures(tmp_path):
@@ -184,7 +184,7 @@ def test_stack_equals_concatenated_frames_whether_stored_decoded_or_plain(sample
     """stack joins a frame's columns across summaries without a DataFrame per summary: the
     table must be the frames concatenated, dtypes included, for stored summaries whose
     frames are not decoded yet, decoded ones and plain ones (built in memory) mixed."""
-    traces = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache=False).traces(span=1)
+    traces = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks", cache=False).traces(span=1)
     traces.append(tb_profiler.load(V100_TRACE, cache=False))
     plain = [summarize_trace(t) for t in traces]
     stored = _stored(traces, tmp_path)
@@ -214,7 +214,7 @@ def test_a_summarized_trace_is_freed_at_once_not_by_the_cyclic_gc(sample_logdir)
     import gc
     import weakref
 
-    path = next((sample_logdir / "ddp_gloo").glob("*.pt.trace.json"))
+    path = next((sample_logdir / "ddp_gloo_2ranks").glob("*.pt.trace.json"))
     gc.collect()
     gc.disable()
     try:

@@ -18,7 +18,7 @@ from datafiles import benchmark_module
 @pytest.fixture(scope="module")
 def gloo_files(sample_logdir) -> list[str]:
     """Every file of the sample gloo run (2 ranks x 2 spans)."""
-    run = tb_profiler.load_run(sample_logdir / "ddp_gloo", cache=False)
+    run = tb_profiler.load_run(sample_logdir / "ddp_gloo_2ranks", cache=False)
     return [s.path for s in run.info.files]
 
 
@@ -104,7 +104,7 @@ def test_dask_gives_the_local_pool_summaries_of_a_64_rank_run(sample_logdir, tmp
     from tb_profiler.analysis.distributed import distributed_from_summaries
 
     mmr = benchmark_module("make_many_ranks")
-    mmr.generate(tmp_path / "r64", 64, 0, source=sample_logdir / "ddp_gloo", jitter_us=5, seed=2)
+    mmr.generate(tmp_path / "r64", 64, 0, source=sample_logdir / "ddp_gloo_2ranks", jitter_us=5, seed=2)
     files = sorted(str(p) for p in (tmp_path / "r64").glob("*.pt.trace.json"))
     assert len(files) == 64
     pool = summarize_files(files, jobs=2, cache_dir=tmp_path / "pool")
@@ -172,8 +172,8 @@ def sample_dir(files: list[str]) -> str:
 
 
 def test_summarize_and_run_summaries(sample_logdir, tmp_path):
-    run_dir = tmp_path / "ddp_gloo"
-    shutil.copytree(sample_logdir / "ddp_gloo", run_dir)
+    run_dir = tmp_path / "ddp_gloo_2ranks"
+    shutil.copytree(sample_logdir / "ddp_gloo_2ranks", run_dir)
     got = tb_profiler.summarize(run_dir, span=1, jobs=1, cache_dir=tmp_path / "cache")
     assert [(s.worker, s.span, s.rank) for s in got] == [("rank0", 1, 0), ("rank1", 1, 1)]
     run = tb_profiler.load_run(run_dir, cache_dir=tmp_path / "cache")
@@ -187,7 +187,7 @@ def test_summarize_and_run_summaries(sample_logdir, tmp_path):
 def test_cli_summarize_prints_progress_and_a_table(sample_logdir, tmp_path, capsys):
     from tb_profiler.cli import main
 
-    run = str(sample_logdir / "ddp_gloo")
+    run = str(sample_logdir / "ddp_gloo_2ranks")
     assert main(["summarize", run, "--span", "1", "--jobs", "2", "--cache-dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     progress = captured.err.splitlines()

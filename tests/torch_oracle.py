@@ -253,7 +253,7 @@ def generate():
 WORKLOADS = {f.__name__: f for f in (mlp_phases, cnn_dataloader, gpt_train, gpt_compiled, checkpoint_plain,
                                       checkpoint_reentrant, autograd_function, bf16_autocast, side_thread, generate)}
 PYEXPORT = "mlp_phases_pyexport"
-DDP, FSDP = "ddp_gloo", "fsdp2_gloo"
+DDP, FSDP = "ddp_gloo_2ranks", "fsdp2_gloo"
 
 
 def _distributed_rank(rank: int, outdir: str, port: int, kind: str) -> None:
