@@ -93,3 +93,23 @@ def test_why_leads_with_the_verdict(capsys):
     assert cli_main(["why", str(V100_TRACE), "--only", "idle"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == f"  verdict      Host: {d['sentence']}"
+
+
+def test_the_verdict_names_the_events_that_carry_its_cost():
+    """The evidence a link opens: the longest DataLoader events inside the steps, as the raw
+    JSON has them (ProfilerStep#N ranges and the enumerate(DataLoader) events), longest first,
+    and the step of the first."""
+    import gzip
+
+    raw = json.load(gzip.open(V100_TRACE))["traceEvents"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in raw
+                   if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"))
+    loads = sorted(((e["dur"], e["ts"]) for e in raw if e.get("ph") == "X"
+                    and e.get("name", "").startswith("enumerate(DataLoader)") and steps[0][0] <= e["ts"]),
+                   key=lambda x: -x[0])[:5]
+    trace = tb_profiler.load(str(V100_TRACE))
+    ev = diagnosis(trace)["evidence"]
+    got = [(int(trace.events["dur"][i]) // 1000, int(trace.events["ts"][i]) // 1000) for i in ev["event_ids"]]
+    assert got == loads
+    first_ts = loads[0][1]
+    assert ev["step"] == next(n for a, b, n in steps if a <= first_ts < b)

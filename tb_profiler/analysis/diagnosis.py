@@ -40,13 +40,44 @@ def diagnosis(trace) -> dict[str, Any]:
     """What bounds the step: {"bound_by" (a BOUND_LABELS key), "label", "sentence",
     "figures" (step_ns, device, idle_pct, host_wait_pct_of_idle, largest: {category,
     label, ns_per_step, pct}), "evidence" (the view and section whose numbers the sentence
-    quotes, and the time range of the steps, ns on the trace's clock)}. A copy per call."""
+    quotes, the time range of the steps, ns on the trace's clock, and the longest events of
+    the cost it names with the step of the first: "event_ids", "step")}. A copy per call."""
     out = _diagnosis(trace)
     return {**out, "figures": {**out["figures"]}, "evidence": {**out["evidence"]}}
 
 
+EVIDENCE_EVENTS = 5  # the longest events of the named cost, the ones a person opens first
+
+
 @per_trace
 def _diagnosis(trace) -> dict[str, Any]:
+    """The verdict, its evidence completed with the events that carry the named cost."""
+    out = _verdict_of(trace)
+    largest = out["figures"].get("largest")
+    if largest is not None and out["evidence"]:
+        out["evidence"].update(_backing(trace, largest["category"], out["evidence"].get("time_range_ns")))
+    return out
+
+
+def _backing(trace, category: str, window: list[int] | None) -> dict[str, Any]:
+    """{"event_ids": the EVIDENCE_EVENTS longest events of the category inside the steps
+    (event rows, longest first), "step": the step of the longest}: what a link from the
+    verdict opens. Empty for a category no event carries alone ("other")."""
+    import numpy as np
+
+    from tb_profiler.analysis.steps import step_numbers
+
+    mask = bd.category_masks(trace).get(category)
+    if mask is None or window is None:
+        return {"event_ids": [], "step": None}
+    ev = trace.events
+    rows = np.flatnonzero(mask & (ev["ts"] >= window[0]) & (ev["ts"] < window[1]))
+    top = rows[np.argsort(-ev["dur"][rows], kind="stable")[:EVIDENCE_EVENTS]]
+    step = int(step_numbers(trace, top[:1])[0]) if len(top) else -1
+    return {"event_ids": [int(i) for i in top], "step": step if step >= 0 else None}
+
+
+def _verdict_of(trace) -> dict[str, Any]:
     from tb_profiler.analysis.gpu import window
     from tb_profiler.analysis.idle import idle_time
 
