@@ -77,6 +77,12 @@ def test_task1_why_is_the_step_slow_and_what_to_change(tasks_url, watch):
     expect(first).to_contain_text(ov["recommendations"][0]["title"])
     assert first.bounding_box()["y"] < SCREEN["height"]
     assert clicks.n == 0
+    # the events behind the verdict, one click away: the longest DataLoader call, selected
+    ids = ov["diagnosis"]["evidence"]["event_ids"]
+    longest = api(tasks_url, "trace/event", run=W0, i=ids[0])["event"]
+    clicks.click(page.get_by_role("button", name="Show the longest in the trace"))
+    expect(page.locator(".details .details-name")).to_contain_text(longest["name"])
+    assert "enumerate(DataLoader)" in longest["name"] and clicks.n == 1
     assert watch.errors == [], watch.errors
 
 

@@ -14,5 +14,11 @@ export interface Diagnosis {
     host_wait_pct_of_idle?: number | null;
     largest?: { category: string; label: string; ns_per_step: number; pct: number };
   };
-  evidence: { view?: string; section?: string | null; time_range_ns?: [number, number] | null };
+  evidence: {
+    view?: string;
+    section?: string | null;
+    time_range_ns?: [number, number] | null;
+    event_ids?: number[]; // the longest events of the cost named, longest first (trace rows)
+    step?: number | null; // the step of the first
+  };
 }

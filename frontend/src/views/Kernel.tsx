@@ -3,9 +3,8 @@
 
 import { useMemo } from "react";
 import type { ViewProps } from "../App";
-import { getJson } from "../api/client";
 import { useApi } from "../api/hooks";
-import type { EventDetailReply, KernelPieReply, KernelRow, KernelTableReply, OverviewReply, TcPieReply } from "../api/types";
+import type { KernelPieReply, KernelRow, KernelTableReply, OverviewReply, TcPieReply } from "../api/types";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";
@@ -18,6 +17,7 @@ import { CompiledSection } from "./kernel/Compiled";
 import { GraphsSection } from "./kernel/Graphs";
 import { CountersSection } from "./kernel/Counters";
 import { kernelFieldColumns } from "./kernel/fields";
+import { openEvent } from "./trace/open";
 
 // grouped by kernel name by default (the old plugin's default): the costliest kernel is the
 // first row, not split across the operators and launch configs that ran it
@@ -25,16 +25,6 @@ const KGROUPS = [
   { value: "Kernel", label: "Kernel" },
   { value: "KernelNameAndOp", label: "Kernel + operator + launch config" },
 ];
-
-/** Opens a kernel row's longest call in the Trace view, selected, its window around it:
- * the details there name the operator that launched it, one click from that operator's
- * call stack ("which line launches the costliest kernel" in three clicks). */
-async function openLongest(sel: ViewProps["sel"], r: KernelRow): Promise<void> {
-  if (r.longest_event == null) return;
-  const d = await getJson<EventDetailReply>("trace/event", { ...sel, i: r.longest_event });
-  const pad = Math.max(2 * d.event.dur_ns, 20_000);
-  setState({ view: "Trace", ev: String(r.longest_event), t0: String(Math.max(0, Math.floor(d.event.ts_ns - pad))), t1: String(Math.ceil(d.event.ts_ns + d.event.dur_ns + pad)) });
-}
 
 export function KernelView({ st, sel, dark }: ViewProps) {
   const group = st.kgroup === "KernelNameAndOp" ? "KernelNameAndOp" : "Kernel";
@@ -118,7 +108,9 @@ export function KernelView({ st, sel, dark }: ViewProps) {
                   cols={cols}
                   exportName={[sel.run, sel.worker, "span" + (sel.span ?? ""), "kernels", group]}
                   initialSort={{ id: "total", desc: true }}
-                  onRowClick={(r) => void openLongest(sel, r)}
+                  // its longest call, selected in the Trace view: the operator that launched it and
+                  // that operator's stack are one click from there
+                  onRowClick={(r) => { if (r.longest_event != null) void openEvent(sel, r.longest_event); }}
                   filter={st.q ?? ""}
                   onFilterChange={(v) => setState({ q: v }, true)}
                   filterPlaceholder="Filter kernels or operators…"

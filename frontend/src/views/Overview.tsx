@@ -16,6 +16,7 @@ import { setState } from "../state/store";
 import { VIEW_IDS, type ViewId } from "../state/url";
 import { fmtDuration, fmtPct, fmtWallTime } from "../util/format";
 import { STEP_TIME_TITLE } from "../util/labels";
+import { openEvent } from "./trace/open";
 import { stackedExtent, valueAxis } from "../util/ticks";
 import { AnnotationsSection } from "./why/Annotations";
 import { CriticalPathSection } from "./why/CriticalPath";
@@ -114,7 +115,7 @@ export function RecommendationList({ recs }: { recs: Recommendation[] }) {
 }
 
 /** The diagnosis under the cards (analysis/diagnosis.py's sentence) and where its figures are. */
-function DiagnosisLine({ d }: { d: Diagnosis }) {
+function DiagnosisLine({ d, sel }: { d: Diagnosis; sel: ViewProps["sel"] }) {
   const view = d.evidence.view;
   const go = () => {
     if (view && view !== "Overview") { setState({ view: view as ViewId }); return; }
@@ -127,6 +128,9 @@ function DiagnosisLine({ d }: { d: Diagnosis }) {
       <strong>{d.label}:</strong> <Name text={d.sentence} />
       {(view && view !== "Overview") || d.evidence.section ? (
         <> <button type="button" className="small link" onClick={go}>{view && view !== "Overview" ? `Open the ${view} view` : `See ${d.evidence.section}`}</button></>
+      ) : null}
+      {d.evidence.event_ids?.length ? (
+        <> <button type="button" className="small link" onClick={() => void openEvent(sel, d.evidence.event_ids![0])} title={`The longest of the events behind it${d.evidence.step != null ? `, in step ${d.evidence.step}` : ""}`}>Show the longest in the trace</button></>
       ) : null}
     </p>
   );
@@ -188,7 +192,7 @@ export function OverviewView({ sel, dark }: ViewProps) {
                   hint="Of the average step (each ns counted once, by priority)" />
               )}
             </div>
-            {d.diagnosis && <DiagnosisLine d={d.diagnosis} />}
+            {d.diagnosis && <DiagnosisLine d={d.diagnosis} sel={sel} />}
             <Section title="Recommendations">
               <RecommendationList recs={d.recommendations} />
             </Section>
