@@ -8,10 +8,10 @@ import type { RunsReply, StatusReply } from "./api/types";
 import { Empty, ErrorBox, Progress, Select } from "./components/common";
 import { Name } from "./components/Name";
 import { TrustBadge } from "./components/TrustBadge";
-import { onTbReload, shareLink } from "./state/host";
-import { setState, useAppState } from "./state/store";
+import { onTbHashChange, onTbReload, shareLink } from "./state/host";
+import { getState, setState, useAppState } from "./state/store";
 import { useDarkMode } from "./state/theme";
-import { serializeState, VIEW_IDS, type AppState, type ViewId } from "./state/url";
+import { patchTo, serializeState, tableKeys, VIEW_IDS, type AppState, type ViewId } from "./state/url";
 import { fmtBytes } from "./util/format";
 import { OverviewView } from "./views/Overview";
 import { OperatorView } from "./views/Operator";
@@ -141,6 +141,8 @@ export function App() {
   const visible = usePageVisible();
 
   useEffect(() => onTbReload(() => reloadAll()), []);
+  // a Copy link address pasted into this TensorBoard tab: show what it names (host.ts)
+  useEffect(() => onTbHashChange((linked) => setState(patchTo(getState(), linked), true)), []);
 
   // `runs` is cheap (names only): polled every RUNS_POLL_MS while the page is seen, so a
   // run the server finds shows within seconds. `status` (every file) is asked again when
@@ -174,7 +176,9 @@ export function App() {
   const runList = runs.data?.runs ?? [];
   // a run the URL names that the logdir lacks is said, never swapped for another run's numbers
   const runMissing = !!st.run && !!runs.data && !runs.data.loading && !runList.includes(st.run);
-  const run = st.run ? (runList.includes(st.run) ? st.run : undefined) : runList[0];
+  // a page opens on a run that can be read; one whose every file failed is listed for its errors
+  const failed = new Set(runs.data?.failed ?? []);
+  const run = st.run ? (runList.includes(st.run) ? st.run : undefined) : runList.find((r) => !failed.has(r)) ?? runList[0];
   useEffect(() => {
     if (run && !st.run) setState({ run, worker: undefined, span: undefined }, true);
   }, [run, st.run]);
@@ -253,7 +257,7 @@ export function App() {
         <Select
           label="Run"
           value={run ?? ""}
-          options={runList.length ? runList : [""]}
+          options={runList.length ? runList.map((r) => ({ value: r, label: failed.has(r) ? `${r} (no file could be read)` : r })) : [""]}
           disabled={!runList.length}
           onChange={(v) => setState({ run: v, worker: undefined, span: undefined, t0: undefined, t1: undefined, ev: undefined, r0: undefined, r1: undefined, cp: undefined, m0: undefined, m1: undefined, dev: undefined, step: undefined })}
         />
@@ -292,7 +296,8 @@ export function App() {
             role="tab"
             aria-selected={st.view === v}
             className={st.view === v ? "tab on" : "tab"}
-            onClick={() => setState({ view: v, q: undefined, find: undefined })}
+            // the tables' sort, page and filter belong to the view left (they would only lengthen the URL)
+            onClick={() => setState({ ...Object.fromEntries(tableKeys(st).map((k) => [k, undefined])), view: v, q: undefined, find: undefined })}
           >
             {v}
           </button>

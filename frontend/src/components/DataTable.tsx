@@ -1,14 +1,18 @@
 // Tables: TanStack Table for sorting, filtering, pagination and expandable rows;
-// cells render as React text. Export: CSV of the rows as filtered and sorted, raw
-// values with the unit in the header (exact ns and bytes, not the rounded display).
+// cells render as React text. Export: CSV of the rows as filtered and sorted (every page),
+// raw values with the unit in the header (exact ns and bytes, not the rounded display);
+// the button says which rows and in what order. Sort, page, page size and filter live in
+// the URL (components/tableState), so a copied link opens the table as it was seen.
 
-import { Fragment, useMemo, useState, type ReactNode } from "react";
+import { Fragment, useEffect, useMemo, useState, type ReactNode } from "react";
 import {
-  flexRender, getCoreRowModel, getExpandedRowModel, getFilteredRowModel, getPaginationRowModel,
-  getSortedRowModel, useReactTable, type ColumnDef, type ExpandedState, type Row, type SortingState,
+  flexRender, functionalUpdate, getCoreRowModel, getExpandedRowModel, getFilteredRowModel, getPaginationRowModel,
+  getSortedRowModel, useReactTable, type ColumnDef, type ExpandedState, type PaginationState, type Row, type SortingState,
 } from "@tanstack/react-table";
 import { Name } from "./Name";
-import { copyText, csvFileName, downloadText, toCsv, type CsvCell } from "../util/csv";
+import { exportLabel, exportTitle, InsideTable, PAGE_SIZES, tableId, useTableState, type ExportWhat } from "./tableState";
+import { useAppState } from "../state/store";
+import { copyText, downloadText, tableFileName, toCsv, type CsvCell } from "../util/csv";
 import { fmtBytes, fmtCount, fmtDeltaDuration, fmtNumber, fmtPct, fmtUs } from "../util/format";
 
 export type ColKind = "text" | "us" | "delta_us" | "bytes" | "pct" | "count" | "num" | "bool";
@@ -58,8 +62,10 @@ export { fmtDeltaDuration };
 interface Props<T> {
   rows: T[];
   cols: Col<T>[];
-  /** name of the CSV file, from untrusted parts */
+  /** name of the CSV file, from untrusted parts; a table with one keeps its state in the URL */
   exportName?: (string | undefined | null)[];
+  /** the table's id in the URL (components/tableState: by default derived from the view and the columns) */
+  urlKey?: string;
   initialSort?: { id: string; desc: boolean };
   pageSize?: number;
   /** sub rows of a tree table */
@@ -90,12 +96,30 @@ interface Props<T> {
 export function DataTable<T>(props: Props<T>) {
   const {
     rows, cols, exportName, initialSort, pageSize = 100, getSubRows, renderExpanded, canExpand,
-    onRowClick, rowKey, filterPlaceholder, toolbar, caption, expandAll, emptyText, serverSort,
+    onRowClick, rowKey, filterPlaceholder, toolbar, caption, expandAll, emptyText, serverSort, urlKey,
   } = props;
-  const [sorting, setSorting] = useState<SortingState>(initialSort ? [initialSort] : []);
-  const [ownFilter, setOwnFilter] = useState("");
-  const filter = props.filter ?? ownFilter;
-  const setFilter = props.onFilterChange ?? setOwnFilter;
+  const { view } = useAppState();
+  const colIds = cols.map((c) => c.id);
+  const defaults = { sorting: initialSort ? [initialSort] : [], pageSize };
+  // a table without an export name (a unit test's, an ad-hoc one) is not linked
+  const id = exportName || urlKey ? tableId(view, colIds, urlKey) : null;
+  const [ts, setTs] = useTableState(id, defaults, colIds, { sort: !serverSort, filter: props.filter === undefined });
+  const filter = props.filter ?? ts.filter;
+  // a new filter or sort starts at the first page (the rows on page 3 are other rows now)
+  const setFilter = (v: string) => {
+    if (props.onFilterChange) {
+      props.onFilterChange(v);
+      if (ts.pageIndex) setTs({ ...ts, pageIndex: 0 });
+    } else {
+      setTs({ ...ts, filter: v, pageIndex: 0 });
+    }
+  };
+  // stable objects: TanStack recomputes its row models when the state's objects change
+  const sorting = useMemo<SortingState>(
+    () => (serverSort ? [{ id: serverSort.id, desc: serverSort.desc }] : ts.sorting),
+    [serverSort?.id, serverSort?.desc, ts.sorting], // eslint-disable-line react-hooks/exhaustive-deps
+  );
+  const pagination = useMemo<PaginationState>(() => ({ pageIndex: ts.pageIndex, pageSize: ts.pageSize }), [ts.pageIndex, ts.pageSize]);
   const [expanded, setExpanded] = useState<ExpandedState>(expandAll ? true : {});
   const [copied, setCopied] = useState<string | null>(null);
 
@@ -131,10 +155,14 @@ export function DataTable<T>(props: Props<T>) {
   const table = useReactTable<T>({
     data: rows,
     columns,
-    state: { sorting: serverSort ? [{ id: serverSort.id, desc: serverSort.desc }] : sorting, globalFilter: filter, expanded },
+    state: { sorting, globalFilter: filter, expanded, pagination },
     manualSorting: !!serverSort,
-    onSortingChange: setSorting,
-    onGlobalFilterChange: setFilter,
+    onSortingChange: (u) => setTs({ ...ts, sorting: functionalUpdate(u, ts.sorting), pageIndex: 0 }),
+    onGlobalFilterChange: (u) => setFilter(String(functionalUpdate(u, filter) ?? "")),
+    onPaginationChange: (u) => {
+      const p = functionalUpdate(u, pagination);
+      setTs({ ...ts, pageIndex: p.pageIndex, pageSize: p.pageSize });
+    },
     onExpandedChange: setExpanded,
     getSubRows,
     getRowCanExpand: renderExpanded ? (r) => (canExpand ? canExpand(r.original) : true) : undefined,
@@ -150,8 +178,9 @@ export function DataTable<T>(props: Props<T>) {
       return v !== null && v !== undefined && String(v).toLowerCase().includes(String(value).toLowerCase());
     },
     getRowId: rowKey ? (r, i) => rowKey(r, i) : undefined,
-    initialState: { pagination: { pageSize, pageIndex: 0 } },
-    autoResetPageIndex: true,
+    // the page changes with the sort and the filter (above), not when the rows are fetched
+    // again: a reload keeps the page a link or the user chose
+    autoResetPageIndex: false,
   });
 
   function exportRows(): string {
@@ -171,6 +200,21 @@ export function DataTable<T>(props: Props<T>) {
   const ncols = cols.length + (renderExpanded ? 1 : 0);
   const totalCount = getSubRows ? table.getCoreRowModel().flatRows.length : rows.length;
   const shownCount = getSubRows ? table.getPrePaginationRowModel().flatRows.length : filteredCount;
+
+  // a page past the end (fewer rows now, or a hand-edited link) shows the last page; not
+  // while there are no rows at all (still coming: the link's page is kept for them)
+  const lastPage = Math.max(0, pageCount - 1);
+  useEffect(() => {
+    if (rows.length > 0 && ts.pageIndex > lastPage) setTs({ ...ts, pageIndex: lastPage });
+  }, [ts.pageIndex, lastPage, rows.length]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const what: ExportWhat = {
+    shown: shownCount,
+    total: totalCount,
+    filter,
+    sort: sorting.map((s) => ({ header: cols.find((c) => c.id === s.id)?.header ?? s.id, desc: s.desc })),
+  };
+  const fileName = tableFileName(exportName ?? ["table"], view, filter !== "");
 
   return (
     <div className="table-wrap">
@@ -196,13 +240,13 @@ export function DataTable<T>(props: Props<T>) {
             {table.getIsAllRowsExpanded() ? "Collapse all" : "Expand all"}
           </button>
         )}
-        <button type="button" className="small" title="Download the rows as filtered and sorted, as CSV" onClick={() => downloadText(csvFileName(...(exportName ?? ["table"])), exportRows())}>
-          Export CSV
+        <button type="button" className="small export-csv" title={exportTitle(what, fileName)} onClick={() => downloadText(fileName, exportRows())}>
+          {exportLabel(what)}
         </button>
         <button
           type="button"
           className="small"
-          title="Copy the rows as CSV"
+          title="Copy the same rows as CSV"
           onClick={async () => {
             const ok = await copyText(exportRows());
             setCopied(ok ? "Copied" : "Copy failed");
@@ -309,7 +353,7 @@ export function DataTable<T>(props: Props<T>) {
                 </tr>
                 {renderExpanded && row.getIsExpanded() && (
                   <tr className="detail-row">
-                    <td colSpan={ncols}>{renderExpanded(row.original)}</td>
+                    <td colSpan={ncols}><InsideTable.Provider value={true}>{renderExpanded(row.original)}</InsideTable.Provider></td>
                   </tr>
                 )}
               </Fragment>
@@ -338,7 +382,7 @@ export function DataTable<T>(props: Props<T>) {
             onChange={(e) => table.setPageSize(Number(e.target.value))}
             aria-label="Rows per page"
           >
-            {[25, 50, 100, 250, 1000].map((n) => (
+            {PAGE_SIZES.map((n) => (
               <option key={n} value={n}>{n} / page</option>
             ))}
           </select>

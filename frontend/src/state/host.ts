@@ -54,6 +54,52 @@ export function mirrorToTb(st: Partial<AppState>): void {
 }
 
 /**
+ * Calls `cb` with the state of a link opened in the TensorBoard tab we run in: a Copy link
+ * address pasted into the address bar of an open TensorBoard changes only TensorBoard's
+ * hash, so nothing reloads -- TensorBoard (2.x) keeps our iframe as it is and tells its
+ * plugins nothing (its plugin API has no "URL changed" message; GetURLPluginData answers
+ * only when asked). Its window is ours to read (same origin), so we listen to its
+ * hashchange. Back and Forward across such entries fire it too. replaceState, which
+ * mirrorToTb uses, fires none: our own writes do not come back here.
+ *
+ * Followed only while TensorBoard shows our tab and the hash holds our entries: a bare
+ * "#pytorch_profiler" (TensorBoard's own tab link) or another plugin's tab leaves the app as it is.
+ */
+export function onTbHashChange(cb: (st: AppState) => void): () => void {
+  const p = tbWindow();
+  if (!p) return () => {};
+  const on = () => {
+    let hash: string;
+    try {
+      hash = p.location.hash;
+    } catch {
+      return;
+    }
+    const first = splitPairs(hash)[0];
+    if (!first || first[0] !== PLUGIN_NAME || first[1] !== null) return;
+    const st = stateFromTbHash(hash);
+    if (st) cb({ ...st, view: st.view ?? "Overview" });
+  };
+  // the listener lives on TensorBoard's window: it is removed when our document goes away
+  // (TensorBoard drops the iframe when another tab is opened), or it would outlive us
+  const off = () => {
+    try {
+      p.removeEventListener("hashchange", on);
+    } catch {
+      // TensorBoard's page is gone already
+    }
+    window.removeEventListener("pagehide", off);
+  };
+  try {
+    p.addEventListener("hashchange", on);
+  } catch {
+    return () => {};
+  }
+  window.addEventListener("pagehide", off);
+  return off;
+}
+
+/**
  * TensorBoard's plugin IPC (tensorboard/components/experimental/plugin_util): a
  * MessagePort handed to the host with "experimental.bootstrap"; the host broadcasts
  * "experimental.DataReloaded" when its reload button (or auto-reload) fires.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
-  hrefWithHash, mergeIntoTbHash, parseState, sameState, serializeState, splitPairs, stateFromTbHash,
+  hrefWithHash, isTableKey, mergeIntoTbHash, parseState, patchTo, sameState, serializeState, splitPairs, stateFromTbHash,
+  tableKeys,
 } from "./url";
 
 describe("parseState / serializeState", () => {
@@ -65,5 +66,57 @@ describe("hrefWithHash", () => {
     );
     expect(hrefWithHash("http://h/#old", "new")).toBe("http://h/#new");
     expect(hrefWithHash("http://h/#old", "")).toBe("http://h/");
+  });
+});
+
+describe("table keys", () => {
+  it("are '<id>.<field>' with a short lower-case id and a known field", () => {
+    expect(isTableKey("t0a9z.sort")).toBe(true);
+    expect(isTableKey("ops.q")).toBe(true);
+    expect(isTableKey("ops.size")).toBe(true);
+    expect(isTableKey("ops.sorted")).toBe(false);
+    expect(isTableKey("Ops.sort")).toBe(false);
+    expect(isTableKey("a.b.sort")).toBe(false);
+    expect(isTableKey(".sort")).toBe(false);
+    expect(isTableKey(`${"a".repeat(41)}.sort`)).toBe(false);
+    expect(isTableKey("view")).toBe(false);
+  });
+  it("round-trip after the fixed keys, sorted, with the filter's reserved characters", () => {
+    const st = { view: "Operator" as const, run: "r", "tb.sort": "-dself", "ta.q": "a&b=c #1", "ta.page": "3" };
+    const h = serializeState(st);
+    expect(h).toBe("run=r&view=Operator&ta.page=3&ta.q=a%26b%3Dc%20%231&tb.sort=-dself");
+    expect(parseState("#" + h)).toEqual(st);
+  });
+  it("unknown and malformed table keys are ignored", () => {
+    expect(parseState("#view=Kernel&x.color=red&T1.sort=a&t1.sort=&t1.page=2")).toEqual({ view: "Kernel", "t1.page": "2" });
+  });
+  it("travel through TensorBoard's hash", () => {
+    const h = mergeIntoTbHash("#pytorch_profiler", { view: "Kernel", run: "r", "t1.sort": "-total", "t1.q": "gemm" });
+    expect(h).toBe("#pytorch_profiler&p.pytorch_profiler.run=r&p.pytorch_profiler.view=Kernel"
+      + "&p.pytorch_profiler.t1.q=gemm&p.pytorch_profiler.t1.sort=-total");
+    expect(stateFromTbHash(h)).toEqual({ view: "Kernel", run: "r", "t1.sort": "-total", "t1.q": "gemm" });
+    expect(stateFromTbHash("#pytorch_profiler&p.pytorch_profiler.x.bogus=1")).toBeNull();
+  });
+  it("are listed", () => {
+    expect(tableKeys({ view: "Overview", run: "r", "a.sort": "x", "b.page": "2" }).sort()).toEqual(["a.sort", "b.page"]);
+  });
+});
+
+describe("patchTo", () => {
+  it("removes what the target lacks and sets what it has", () => {
+    const from = { view: "Operator" as const, run: "a", q: "conv", "t1.page": "2" };
+    const to = { view: "Kernel" as const, run: "b", "t2.sort": "calls" };
+    const patch = patchTo(from, to);
+    expect(patch).toEqual({ view: "Kernel", run: "b", q: undefined, "t1.page": undefined, "t2.sort": "calls", badView: undefined });
+    // applied as store.setState applies a patch
+    const next: Record<string, string> = { ...from };
+    for (const [k, v] of Object.entries(patch)) {
+      if (v === undefined) delete next[k];
+      else next[k] = v;
+    }
+    expect(next).toEqual(to);
+  });
+  it("keeps a link's unknown view as badView", () => {
+    expect(patchTo({ view: "Trace" }, parseState("#view=nope")).badView).toBe("nope");
   });
 });

@@ -40,10 +40,61 @@ export const STATE_KEYS = [
 ] as const;
 
 export type StateKey = (typeof STATE_KEYS)[number];
+
+/**
+ * A table's own view state (components/tableState): "<table id>.<field>", e.g.
+ * "t0k3x.sort=-dself&t0k3x.page=2". Tables come and go with the views, so these keys are
+ * a pattern rather than entries of STATE_KEYS; they are written after those, sorted.
+ */
+export const TABLE_FIELDS = ["sort", "page", "q", "size"] as const;
+export type TableField = (typeof TABLE_FIELDS)[number];
+export type TableKey = `${string}.${TableField}`;
+/** A table id: short, lower-case, URL-safe (no escaping needed in either hash). */
+export const TABLE_ID = /^[a-z0-9][a-z0-9_-]{0,39}$/;
+const TABLE_KEY = new RegExp(`^${TABLE_ID.source.slice(1, -1)}\\.(?:${TABLE_FIELDS.join("|")})$`);
+
+export function isTableKey(k: string): k is TableKey {
+  return TABLE_KEY.test(k);
+}
+
 /** badView: the URL's view when it names none of VIEW_IDS (the app says so, never a silent Overview). */
-export type AppState = Partial<Record<StateKey, string>> & { view: ViewId; badView?: string };
+export type AppState = Partial<Record<StateKey, string>> & Partial<Record<TableKey, string>> & { view: ViewId; badView?: string };
 
 const KEY_SET = new Set<string>(STATE_KEYS);
+
+function isKey(k: string): boolean {
+  return KEY_SET.has(k) || isTableKey(k);
+}
+
+/** The state's non-empty entries in the order a hash holds them: STATE_KEYS, then table keys sorted. */
+function orderedEntries(st: Partial<AppState>): [string, string][] {
+  const rec = st as Record<string, unknown>;
+  const out: [string, string][] = [];
+  const put = (k: string) => {
+    const v = rec[k];
+    if (v !== undefined && v !== null && v !== "") out.push([k, String(v)]);
+  };
+  for (const k of STATE_KEYS) put(k);
+  for (const k of Object.keys(rec).filter(isTableKey).sort()) put(k);
+  return out;
+}
+
+/** The table keys a state holds. */
+export function tableKeys(st: Partial<AppState>): TableKey[] {
+  return Object.keys(st).filter(isTableKey);
+}
+
+/**
+ * The patch (store.setState: undefined removes) that turns state `from` into `to`: a link
+ * followed replaces the whole state, it does not add to it.
+ */
+export function patchTo(from: Partial<AppState>, to: Partial<AppState>): Partial<AppState> {
+  const patch: Record<string, string | undefined> = {};
+  for (const k of Object.keys(from)) patch[k] = undefined;
+  for (const [k, v] of orderedEntries(to)) patch[k] = v;
+  patch.badView = to.badView;
+  return patch as Partial<AppState>;
+}
 
 function decode(s: string): string {
   try {
@@ -81,21 +132,16 @@ function badView(v: string | undefined): { badView?: string } {
 
 /** The state held by a hash; unknown keys are ignored, a bad view is Overview with badView set. */
 export function parseState(hash: string): AppState {
-  const st: Partial<Record<StateKey, string>> = {};
+  const st: Record<string, string> = {};
   for (const [k, v] of splitPairs(hash)) {
-    if (KEY_SET.has(k) && v !== null && v !== "") st[k as StateKey] = v;
+    if (isKey(k) && v !== null && v !== "") st[k] = v;
   }
   return { ...st, view: normalizeView(st.view), ...badView(st.view) };
 }
 
 /** The hash for a state (without "#"), keys in a fixed order, empty values left out. */
 export function serializeState(st: Partial<AppState>): string {
-  const parts: string[] = [];
-  for (const k of STATE_KEYS) {
-    const v = st[k];
-    if (v !== undefined && v !== null && v !== "") parts.push(`${k}=${encode(String(v))}`);
-  }
-  return parts.join("&");
+  return orderedEntries(st).map(([k, v]) => `${k}=${encode(v)}`).join("&");
 }
 
 /** Whether two states hold the same values. */
@@ -105,13 +151,13 @@ export function sameState(a: Partial<AppState>, b: Partial<AppState>): boolean {
 
 /** The state carried by TensorBoard's hash ("#pytorch_profiler&p.pytorch_profiler.run=x"). */
 export function stateFromTbHash(tbHash: string): Partial<AppState> | null {
-  const st: Partial<Record<StateKey, string>> = {};
+  const st: Record<string, string> = {};
   let found = false;
   for (const [k, v] of splitPairs(tbHash)) {
     if (k.startsWith(TB_PREFIX) && v !== null) {
       const key = k.slice(TB_PREFIX.length);
-      if (KEY_SET.has(key) && v !== "") {
-        st[key as StateKey] = v;
+      if (isKey(key) && v !== "") {
+        st[key] = v;
         found = true;
       }
     }
@@ -128,11 +174,7 @@ export function mergeIntoTbHash(tbHash: string, st: Partial<AppState>): string {
   const keep = raw
     ? raw.split("&").filter((part) => part && !decode(part.split("=")[0]).startsWith(TB_PREFIX))
     : [];
-  const ours: string[] = [];
-  for (const k of STATE_KEYS) {
-    const v = st[k];
-    if (v !== undefined && v !== null && v !== "") ours.push(`${encodeURIComponent(TB_PREFIX + k)}=${encodeURIComponent(String(v))}`);
-  }
+  const ours = orderedEntries(st).map(([k, v]) => `${encodeURIComponent(TB_PREFIX + k)}=${encodeURIComponent(v)}`);
   return "#" + [...keep, ...ours].join("&");
 }
 

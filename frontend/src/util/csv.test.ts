@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { csvField, csvFileName, toCsv } from "./csv";
+import { csvField, csvFileName, tableFileName, toCsv } from "./csv";
 
 describe("csvField", () => {
   it("quotes commas, quotes and line breaks, doubling quotes", () => {
@@ -38,5 +38,15 @@ describe("csvFileName", () => {
     expect(csvFileName("exp1/resnet", "operators")).toBe("exp1_resnet-operators.csv");
     expect(csvFileName("../../etc", "")).toBe("etc.csv");
     expect(csvFileName()).toBe("table.csv");
+  });
+});
+
+describe("tableFileName", () => {
+  it("names the view unless a part starts with it, and says when a filter kept only some rows", () => {
+    expect(tableFileName(["resnet", "worker0", "span1", "operators", "Operation"], "Operator", false))
+      .toBe("resnet-worker0-span1-operators-Operation.csv");
+    expect(tableFileName(["resnet", "steps"], "Overview", true)).toBe("Overview-resnet-steps-filtered.csv");
+    expect(tableFileName(["diff", "kernels"], "Diff", false)).toBe("diff-kernels.csv");
+    expect(tableFileName(["../x", null, undefined], undefined, false)).toBe("x.csv");
   });
 });

@@ -37,6 +37,18 @@ export function csvFileName(...parts: (string | undefined | null)[]): string {
 }
 
 /**
+ * The file name of a table's export: the view it comes from (unless a part already starts
+ * with its name: "operators" in the Operator view), the table's own parts (run, worker,
+ * span, table), and "filtered" when the rows are only those a filter kept -- a file opened
+ * later says where it came from and that it is not the whole table.
+ */
+export function tableFileName(parts: readonly (string | undefined | null)[], view: string | undefined, filtered: boolean): string {
+  const names = parts.filter((p): p is string => !!p);
+  const v = view && !names.some((p) => p.toLowerCase().startsWith(view.toLowerCase())) ? [view] : [];
+  return csvFileName(...v, ...names, filtered ? "filtered" : null);
+}
+
+/**
  * Saves text as a file. Inside sandboxed frames without allow-downloads (VS Code's
  * webview) the download is silently blocked; the table also offers "Copy".
  */

@@ -65,7 +65,7 @@ describe("step time", () => {
     expect(causeDelta({ ...OUTLIER, cause: null })).toBeNull();
     expect(outlierCategories(OUTLIER).sort()).toEqual(["dataloader", "kernel"]);
     const cols = outlierCols();
-    expect(cols.map((c) => c.header)).toEqual(["Step", "Name", "Duration", "× median", "Excess", "Cause", "Cause Δ"]);
+    expect(cols.map((c) => c.header)).toEqual(["Step", "Name", "Step time", "× median", "Excess", "Cause", "Cause Δ"]);
     expect(cols.map((c) => c.value(OUTLIER))).toEqual([16, EVIL, 171772000, 1.1295, 19699000, "DataLoader", 13209500]);
   });
   it("renders step names as text", () => {
