@@ -256,3 +256,37 @@ def test_the_raw_trace_agrees_on_the_costliest_kernel():
     import tb_profiler
 
     assert max(totals, key=totals.get) == tb_profiler.load(str(V100_TRACE)).kernels("name").iloc[0]["name"]
+
+
+def test_task7_a_csv_of_the_top_20_kernels_and_a_link_for_a_colleague(tasks_url, watch, playwright_browser):
+    import csv
+    from pathlib import Path
+
+    from browser_support import PageWatch
+
+    clicks = _landing(watch, tasks_url, W0)
+    page = watch.page
+    clicks.click(_tab(page, "Kernel"))
+    rows = api(tasks_url, "kernel/table", run=W0, group_by="Kernel")["rows"]
+    table = card(page, "Kernels")
+    button = table.locator("button.export-csv")
+    expect(button).to_contain_text(f"all {len(rows):,} rows, sorted by Total")
+    with page.expect_download() as download:
+        clicks.click(button)
+    exported = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text(encoding="utf-8-sig"))))
+    top20 = sorted(rows, key=lambda r: -r["total_ns"])[:20]
+    assert [(r["Kernel"], int(r["Total (ns)"])) for r in exported[:20]] == [(r["name"], r["total_ns"]) for r in top20]
+    link_button = page.get_by_role("button", name="Copy link")
+    clicks.click(link_button)
+    link = link_button.get_attribute("data-link")
+    assert clicks.n <= 3, clicks.n
+    # the colleague opens the link: the same run, view and first row
+    fresh = PageWatch(playwright_browser)
+    try:
+        fresh.open(link)
+        again = card(fresh.page, "Kernels").locator("table tbody tr").first
+        expect(again).to_contain_text(top20[0]["name"][:40])
+        expect(picker(fresh.page, "Run")).to_have_value(W0)
+    finally:
+        fresh.close()
+    assert watch.errors == [], watch.errors
