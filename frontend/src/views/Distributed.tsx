@@ -131,15 +131,16 @@ function CommLines({ rows }: { rows: OverlapRow[] }) {
   );
 }
 
-/** All ranks, the slowest rank, or the 8 slowest: the figures, bars and collectives
- * below follow it (the Ranks section above always shows every rank, slowest first). */
-function RankFilterTabs({ ranks, value, onChange }: { ranks: DistRanksReply | null; value: RankFilter; onChange: (v: RankFilter) => void }) {
+/** All ranks, the slowest rank, the 8 slowest, or the rank that arrives last: the figures,
+ * bars and collectives below follow it (the Ranks section above shows every rank). */
+function RankFilterTabs({ ranks, lateRank, value, onChange }: { ranks: DistRanksReply | null; lateRank: number | null; value: RankFilter; onChange: (v: RankFilter) => void }) {
   const order = ranks ? orderRanks(ranks) : [];
   if (order.length < 2) return null;
   const options: { value: RankFilter; label: string }[] = [
     { value: "all", label: `All ${order.length} ranks` },
     { value: "slowest", label: `Slowest rank (rank ${order[0].rank})` },
     ...(order.length > 8 ? [{ value: "slowest8" as RankFilter, label: "8 slowest" }] : []),
+    ...(lateRank != null ? [{ value: "late" as RankFilter, label: `Arrives last (rank ${lateRank})` }] : []),
   ];
   return <Tabs label="Ranks shown" value={value} onChange={onChange} options={options} />;
 }
@@ -154,7 +155,8 @@ export function DistributedView({ sel, dark }: ViewProps) {
   const [perStep, setPerStep] = useState<"total" | "step">("total");
   const [rank, setRank] = useState("all");
   const [rankFilter, setRankFilter] = useState<RankFilter>("all");
-  const keep = useMemo(() => filterRanks(ranks.data, rankFilter), [ranks.data, rankFilter]);
+  const lateRank = useApi<StragglersReply>("distributed/stragglers", p).data?.verdict?.late?.rank ?? null;
+  const keep = useMemo(() => filterRanks(ranks.data, rankFilter, lateRank), [ranks.data, rankFilter, lateRank]);
   const kept = <T extends { rank: number }>(rows: T[]): T[] => (keep ? rows.filter((r) => keep.has(r.rank)) : rows);
 
   const unit = perStep === "step" ? "per step" : totalLabel(overlap.data?.ranks ?? []);
@@ -218,7 +220,7 @@ export function DistributedView({ sel, dark }: ViewProps) {
       </Section>
       <div className="controls">
         <Tabs label="Per rank or per step" value={perStep} onChange={setPerStep} options={[{ value: "total", label: "Per rank" }, { value: "step", label: "Per rank and step" }]} />
-        <RankFilterTabs ranks={ranks.data} value={rankFilter} onChange={setRankFilter} />
+        <RankFilterTabs ranks={ranks.data} lateRank={lateRank} value={rankFilter} onChange={setRankFilter} />
       </div>
       <Loaded state={overlap}>
         {(o) => (

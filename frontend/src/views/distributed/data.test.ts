@@ -153,6 +153,8 @@ describe("the slowest-rank filter and the empty columns", () => {
     expect([...filterRanks(reply, "slowest")!]).toEqual([3]);
     expect([...filterRanks(reply, "slowest8")!]).toEqual([3, 9, 8, 7, 6, 5, 4, 2]);
     expect(filterRanks(null, "slowest")).toBeNull();
+    expect([...filterRanks(reply, "late", 7)!]).toEqual([7]); // the straggler, whatever its step time
+    expect(filterRanks(reply, "late", null)).toBeNull();
   });
   it("hides a column empty in every row, never the rank", () => {
     const cols: Col<ReturnType<typeof rrow>>[] = [

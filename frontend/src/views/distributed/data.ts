@@ -155,13 +155,17 @@ export const METHOD_WORDS: Record<string, string> = {
   none: "no correction",
 };
 
-/** Which ranks the Distributed view's tables and bars show: every rank, the slowest
- * one, or the slowest few (distributed/ranks' order, slowest first). */
-export type RankFilter = "all" | "slowest" | "slowest8";
+/** Which ranks the Distributed view's tables and bars show: every rank, the slowest one
+ * (longest step, distributed/ranks' order), the slowest few, or the rank that arrives last
+ * at the collectives (the straggler the others wait for: distributed/stragglers' verdict).
+ * The slowest step and the latest arrival differ when a rank's step is long because it
+ * waits: both are offered. */
+export type RankFilter = "all" | "slowest" | "slowest8" | "late";
 
 /** The ranks a filter keeps, or null for every rank. */
-export function filterRanks(reply: Pick<DistRanksReply, "ranks" | "order"> | null | undefined, f: RankFilter): Set<number> | null {
+export function filterRanks(reply: Pick<DistRanksReply, "ranks" | "order"> | null | undefined, f: RankFilter, lateRank?: number | null): Set<number> | null {
   if (f === "all" || !reply) return null;
+  if (f === "late") return lateRank == null ? null : new Set([lateRank]);
   const order = orderRanks(reply).map((r) => r.rank);
   return new Set(order.slice(0, f === "slowest" ? 1 : 8));
 }
