@@ -4,7 +4,7 @@
 import { useEffect, useMemo, useState } from "react";
 import { reloadAll, useApi } from "./api/hooks";
 import { skippedFiles } from "./api/skipped";
-import type { RunsReply, StatusReply } from "./api/types";
+import type { RunsReply, StatusReply } from "./api/types/status";
 import { Empty, ErrorBox, Progress, Select } from "./components/common";
 import { Name } from "./components/Name";
 import { TrustBadge } from "./components/TrustBadge";
@@ -21,13 +21,7 @@ import { MemoryView } from "./views/Memory";
 import { ModuleView } from "./views/Module";
 import { DistributedView } from "./views/Distributed";
 import { DiffView } from "./views/Diff";
-
-export interface ViewProps {
-  st: AppState;
-  /** run / worker / span of the selection, as the API takes them */
-  sel: { run: string; worker?: string; span?: string };
-  dark: boolean;
-}
+import type { ViewProps } from "./views/props";
 
 const WHY_MISSING: Partial<Record<ViewId, string>> = {
   Kernel: "This trace has no device kernels. Was ProfilerActivity.CUDA (or your device's activity) enabled?",

@@ -3,7 +3,7 @@
 // routes (/data/plugin/pytorch_profiler/) inside TensorBoard and standalone, under any
 // path prefix, whatever the document's <base>.
 
-import type { LoadingReply } from "./types";
+import type { LoadingReply } from "./types/status";
 
 export type Params = Record<string, string | number | null | undefined>;
 

@@ -4,7 +4,7 @@
 
 import { useEffect, useRef, useState, useSyncExternalStore } from "react";
 import { ApiError, getRelative, routeUrl, type Params } from "./client";
-import type { LoadingReply } from "./types";
+import type { LoadingReply } from "./types/status";
 
 const cache = new Map<string, unknown>();
 const MAX_CACHE = 200;

@@ -1,6 +1,6 @@
 // The "N files skipped" badge counts each file once (api/skipped).
 import { describe, expect, it } from "vitest";
-import type { StatusReply } from "./types";
+import type { StatusReply } from "./types/status";
 import { skippedFiles } from "./skipped";
 
 const broken = (span: string) => ({ span, suffix: ".pt.trace.json", size: 10, state: "failed" as const, error: "not JSON" });

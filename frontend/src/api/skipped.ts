@@ -1,6 +1,6 @@
 // The files the header's "N files skipped" badge counts and lists.
 
-import type { StatusReply } from "./types";
+import type { StatusReply } from "./types/status";
 
 export interface SkippedFile {
   path: string;

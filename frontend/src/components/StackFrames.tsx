@@ -7,7 +7,8 @@
 import { useState } from "react";
 import { copyText } from "../util/csv";
 import { Name } from "./Name";
-import { isLibraryFrame, openableFile, shortFile, type SourceFrame } from "../util/frames";
+import type { SourceFrame } from "../api/types/frames";
+import { isLibraryFrame, openableFile, shortFile } from "../util/frames";
 import { buildJumpMessage, frameLocation, jumpToSource, vsCodeTarget } from "../util/vscode";
 
 export function FrameItem({ frame }: { frame: SourceFrame }) {

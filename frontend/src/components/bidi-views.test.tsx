@@ -5,7 +5,7 @@
 // notes. Each shows the control as a visible marker and isolates the name (<bdi>), so that
 // a U+202E cannot display it (or the text after it) reversed.
 import { describe, expect, it } from "vitest";
-import type { EventDetailReply } from "../api/types";
+import type { EventDetailReply } from "../api/types/trace";
 import { mount } from "../testing/mount";
 import { canvasLabel, showBidiControls } from "../util/bidi";
 import { nameHtml, tooltipLine } from "../util/escape";

@@ -2,7 +2,7 @@
 
 import { useState, type ReactNode } from "react";
 import type { ApiState } from "../api/hooks";
-import type { LoadingReply } from "../api/types";
+import type { LoadingReply } from "../api/types/status";
 import { fmtBytes, fmtCount } from "../util/format";
 import { showBidiControls } from "../util/bidi";
 import { Name } from "./Name";

@@ -10,7 +10,7 @@
 // title and the bar chart's "why" line are HTML above the chart (Chart's title/subtitle),
 // the bars' value axis has nice ticks (util/ticks).
 
-import type { PieSlice } from "../api/types";
+import type { PieSlice } from "../api/types/pie";
 import { showBidiControls } from "../util/bidi";
 import { nameHtml, tooltipLine } from "../util/escape";
 import { extentOf, valueAxis, type TickUnit } from "../util/ticks";

@@ -20,7 +20,7 @@
 // bottom of the ruler, by kind.
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
-import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
+import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types/trace";
 import { fmtDuration } from "../util/format";
 import { rangeFromDrag } from "./rangeSelect";
 import { counterAt, fitRange, hitTest, layoutTracks, panBy, xToTime, zoomAt, type Range, type Viewport } from "./coords";

@@ -2,7 +2,7 @@
 // or a busy block; each time also relative to its step ("step 17 +103.250 ms", timeline/steps).
 // Names are React text through components/Name (bidi controls shown), never HTML.
 
-import type { BusyBlock, TimelineEvent } from "../api/types";
+import type { BusyBlock, TimelineEvent } from "../api/types/trace";
 import { Name } from "../components/Name";
 import { fmtDuration } from "../util/format";
 import { fmtStepTime, type StepSpan } from "./steps";

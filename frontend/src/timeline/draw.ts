@@ -5,7 +5,7 @@
 // canvasLabel (util/bidi): their bidi controls drawn as visible markers. Returns what was
 // drawn for the box's data- attributes (tests and tools read them).
 
-import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types";
+import type { BusyBlock, TimelineEvent, TimelineTrack } from "../api/types/trace";
 import { canvasLabel } from "../util/bidi";
 import { fmtDuration } from "../util/format";
 import { counterFill, nameColor, palette } from "./colors";

@@ -2,8 +2,8 @@
 // a step of 1, 2, 2.5 or 5 × 10^k in its one unit (ns/µs/ms/s, B/KiB/MiB/GiB), never a
 // value like "1.2345 ms" or "37.77 MiB".
 import { describe, expect, it } from "vitest";
-import type { RankRow } from "../api/types";
-import type { LateRankRow, StepOutliersReply } from "../api/why";
+import type { RankRow } from "../api/types/distributed";
+import type { LateRankRow, StepOutliersReply } from "../api/types/why";
 import { pieChartOption } from "../components/pie";
 import { rankBarsOption } from "../views/distributed/charts";
 import { lateBarsOption } from "../views/distributed/LateArrivals";

@@ -6,9 +6,9 @@
 // its Δ columns sort by size: a saving is as much a change as a loss.
 
 import { useMemo, useState } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { useApi } from "../api/hooks";
-import type { DiffBreakdownRow, DiffReply, DiffRow } from "../api/types";
+import type { DiffBreakdownRow, DiffReply, DiffRow } from "../api/types/diff";
 import { Chart, TOOLTIP_BASE, shortName } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select, Stat, Tabs } from "../components/common";

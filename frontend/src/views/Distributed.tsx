@@ -7,10 +7,10 @@
 // or a total over the steps. Sized for 1,024 ranks: long rank axes get a slider.
 
 import { useMemo, useState, type ReactNode } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { useApi } from "../api/hooks";
-import type { StragglersReply } from "../api/why";
-import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistRanksReply, DistWaitReply, OverlapRow, WaitRow } from "../api/types";
+import type { StragglersReply } from "../api/types/why";
+import type { CommOpRow, DistCommOpsReply, DistGpuInfoReply, DistInfo, DistOverlapReply, DistRanksReply, DistWaitReply, OverlapRow, WaitRow } from "../api/types/distributed";
 import { Chart, TOOLTIP_BASE, axisTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Select, Tabs } from "../components/common";

@@ -2,9 +2,10 @@
 // table by name or by name + launching operator + launch configuration.
 
 import { useMemo } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { useApi } from "../api/hooks";
-import type { KernelPieReply, KernelRow, KernelTableReply, OverviewReply, TcPieReply } from "../api/types";
+import type { KernelPieReply, KernelRow, KernelTableReply, TcPieReply } from "../api/types/kernel";
+import type { OverviewReply } from "../api/types/overview";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";

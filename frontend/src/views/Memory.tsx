@@ -4,9 +4,9 @@
 // the URL (m0 / m1, ns from the trace's origin) and goes to the API as is.
 
 import { useEffect, useMemo, useRef } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { useApi, type ApiState } from "../api/hooks";
-import type { MemoryCurveReply, MemoryEventRow, MemoryEventsReply, MemoryReply, MemoryStatRow } from "../api/types";
+import type { MemoryCurveReply, MemoryEventRow, MemoryEventsReply, MemoryReply, MemoryStatRow } from "../api/types/memory";
 import type { ECharts } from "echarts/core";
 import { Chart, TOOLTIP_BASE } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";

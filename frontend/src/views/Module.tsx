@@ -3,9 +3,10 @@
 // added up), or one step's module calls as they ran.
 
 import { useMemo } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { useApi } from "../api/hooks";
-import type { ModuleReply, ModuleRow, OverviewReply, TreeNode, TreeReply } from "../api/types";
+import type { ModuleReply, ModuleRow, TreeNode, TreeReply } from "../api/types/module";
+import type { OverviewReply } from "../api/types/overview";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, Loaded, Notes, Section, Select } from "../components/common";
 import { setState } from "../state/store";

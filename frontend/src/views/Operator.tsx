@@ -3,9 +3,11 @@
 // expanding to its distinct Python call stacks (frames link to the source in VS Code).
 
 import { useMemo } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { useApi } from "../api/hooks";
-import type { Frame, OperationPieReply, OperatorRow, OperatorStackReply, PieSlice, StackRow } from "../api/types";
+import type { Frame } from "../api/types/frames";
+import type { OperationPieReply, OperatorRow, OperatorStackReply, StackRow } from "../api/types/operator";
+import type { PieSlice } from "../api/types/pie";
 import { ApiError } from "../api/client";
 import { Chart } from "../components/Chart";
 import { Name } from "../components/Name";

@@ -3,10 +3,10 @@
 // "why" sections, the device summary and the steps.
 
 import { useMemo } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { useApi } from "../api/hooks";
-import type { Diagnosis } from "../api/diagnosis";
-import type { DeviceRow, OverviewReply, Recommendation, Step } from "../api/types";
+import type { Diagnosis } from "../api/types/diagnosis";
+import type { DeviceRow, OverviewReply, Recommendation, Step } from "../api/types/overview";
 import { Chart, PALETTE, TOOLTIP_BASE, axisTooltip, pieTooltip } from "../components/Chart";
 import { DataTable, type Col } from "../components/DataTable";
 import { Empty, KeyValues, Loaded, Notes, Section, Stat } from "../components/common";

@@ -1,7 +1,7 @@
 // The selection's arrows come from its details' links: direction by relation, each end
 // on its own row (so an end outside the window or merged into a busy block still counts).
 import { describe, expect, it } from "vitest";
-import type { EventDetailReply } from "../api/types";
+import type { EventDetailReply } from "../api/types/trace";
 import { selectionFlows } from "./Trace";
 
 const kernel: EventDetailReply = {

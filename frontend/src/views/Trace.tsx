@@ -11,10 +11,12 @@
 // timelines on one time axis.
 
 import { useEffect, useMemo, useRef, useState, type ReactNode } from "react";
-import type { ViewProps } from "../App";
+import type { ViewProps } from "./props";
 import { absoluteUrl } from "../api/client";
 import { useApi } from "../api/hooks";
-import type { EventDetailReply, MemoryCurveReply, OverviewReply, SearchMatch, SearchReply, TimelineReply } from "../api/types";
+import type { MemoryCurveReply } from "../api/types/memory";
+import type { OverviewReply } from "../api/types/overview";
+import type { EventDetailReply, SearchMatch, SearchReply, TimelineReply } from "../api/types/trace";
 import { Empty, ErrorBox, Notes, Progress, Tabs } from "../components/common";
 import { setState } from "../state/store";
 import { Timeline, type Counter, type CursorEvent, type FlowLink } from "../timeline/Timeline";

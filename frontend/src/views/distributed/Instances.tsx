@@ -6,7 +6,7 @@
 
 import { useEffect, useMemo, useState } from "react";
 import { useApi } from "../../api/hooks";
-import type { DistInstancesReply, DistMatrixReply, InstanceRow } from "../../api/types";
+import type { DistInstancesReply, DistMatrixReply, InstanceRow } from "../../api/types/distributed";
 import { Chart } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Select } from "../../components/common";

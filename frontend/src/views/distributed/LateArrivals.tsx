@@ -7,7 +7,7 @@
 
 import { useMemo, useState } from "react";
 import { useApi } from "../../api/hooks";
-import type { LateOperatorRow, LateRankRow, StragglersReply } from "../../api/why";
+import type { LateOperatorRow, LateRankRow, StragglersReply } from "../../api/types/why";
 import { Chart, TOOLTIP_BASE } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes } from "../../components/common";

@@ -4,7 +4,7 @@
 // a step × rank heatmap of step time, and the per-rank table (exportable).
 
 import { useMemo, useState } from "react";
-import type { DistRanksReply, RankRow } from "../../api/types";
+import type { DistRanksReply, RankRow } from "../../api/types/distributed";
 import { Chart } from "../../components/Chart";
 import { Name } from "../../components/Name";
 import { DataTable, type Col } from "../../components/DataTable";

@@ -3,7 +3,7 @@
 // matrix. Every label and tooltip from untrusted text is escaped, isolated and shows its bidi
 // controls as markers (util/escape: nameHtml); value axes have nice ticks (util/ticks).
 
-import type { RankRow } from "../../api/types";
+import type { RankRow } from "../../api/types/distributed";
 import { rowTooltip, TOOLTIP_BASE } from "../../components/Chart";
 import { escapeHtml, nameHtml, tooltipLine } from "../../util/escape";
 import { fmtBytes, fmtDuration } from "../../util/format";

@@ -1,7 +1,7 @@
 // The columns the per-rank tables share (the Distributed view's figures table and the
 // Ranks section's table): one definition of each time figure's header and meaning.
 
-import type { RankRow } from "../../api/types";
+import type { RankRow } from "../../api/types/distributed";
 import type { Col } from "../../components/DataTable";
 
 type TimeFields = Pick<RankRow, "step_ns" | "computation_ns" | "communication_ns" | "overlap_ns" | "other_ns" | "wait_ns" | "transfer_ns">;

@@ -2,7 +2,7 @@
 // the step × rank heatmap (every cell, none binned), the bytes matrix, clock notes, and the
 // ECharts options built from them (outliers marked, a window over long rank axes).
 import { describe, expect, it } from "vitest";
-import type { DistRanksReply, RankRow } from "../../api/types";
+import type { DistRanksReply, RankRow } from "../../api/types/distributed";
 import type { Col } from "../../components/DataTable";
 import { shownCols } from "./columns";
 import { barsHeight, bytesMatrixOption, rankBarsOption, stepHeatmapOption } from "./charts";

@@ -2,7 +2,7 @@
 // slowest-first order, the disjoint parts of their stacked bars, outliers, the step ×
 // rank heatmap's cells, the rank × rank bytes matrix, and clock corrections. Unit-tested in data.test.ts.
 
-import type { DistRanksReply, RankRow } from "../../api/types";
+import type { DistRanksReply, RankRow } from "../../api/types/distributed";
 import { fmtCount, fmtDuration } from "../../util/format";
 
 /** The rows slowest first: the server's `order`, then any rank it left out by step time. */

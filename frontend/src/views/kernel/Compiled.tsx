@@ -11,7 +11,7 @@ import type { Params } from "../../api/client";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Loaded, Notes, Section } from "../../components/common";
 import { FrameItem } from "../../components/StackFrames";
-import type { SourceFrame } from "../../util/frames";
+import type { SourceFrame } from "../../api/types/frames";
 import { fmtNumber } from "../../util/format";
 
 export interface CompiledProvenance {

@@ -1,7 +1,7 @@
 // The Kernel table's extra columns (occupancy limits, priority, channel) appear only for the
 // fields some row carries, and the device-counter table's columns read the route's rows.
 import { describe, expect, it } from "vitest";
-import type { KernelRow } from "../../api/types";
+import type { KernelRow } from "../../api/types/kernel";
 import { counterColumns, type KernelCounterRow } from "./Counters";
 import { kernelFieldColumns } from "./fields";
 

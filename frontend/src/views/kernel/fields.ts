@@ -2,7 +2,7 @@
 // channel (issue 19; analysis.kernel_fields): each column only when the trace has it.
 
 import type { Col } from "../../components/DataTable";
-import type { KernelRow } from "../../api/types";
+import type { KernelRow } from "../../api/types/kernel";
 
 type FieldKey = "limiting_factors" | "block_limit_regs" | "block_limit_shared_mem" | "block_limit_warps"
   | "block_limit_blocks" | "block_limit_barriers" | "priority" | "channel";

@@ -7,7 +7,7 @@
 // shows the snapshot's entries, not a bucket of the whole history.
 
 import { useApi } from "../../api/hooks";
-import type { MemoryCurveReply } from "../../api/types";
+import type { MemoryCurveReply } from "../../api/types/memory";
 import { deviceNumber, overlayPoints, toTraceNs, toWallUs, type SnapshotListReply, type SnapshotSummary, type SnapshotTimelineReply } from "./snapshotData";
 
 export interface OverlaySeries { name: string; data: [number, number][] }

@@ -2,7 +2,7 @@
 // as exact µs from the trace start, every ns the data has, and relative to its step), linked events (click to select), arguments (stacks as frames); and the selection's
 // arrows built from its links. Shared by the single-trace view and the Ranks mode.
 
-import type { EventDetailReply, EventLink } from "../../api/types";
+import type { EventDetailReply, EventLink } from "../../api/types/trace";
 import { KeyValues } from "../../components/common";
 import { Name } from "../../components/Name";
 import { showBidiControls } from "../../util/bidi";

@@ -3,7 +3,7 @@
 // with a filter and "N slowest" shortcuts. Worker names render isolated (components/Name).
 
 import { useEffect, useMemo, useRef, useState } from "react";
-import type { RankRow } from "../../api/types";
+import type { RankRow } from "../../api/types/distributed";
 import { Name } from "../../components/Name";
 import { fmtDuration } from "../../util/format";
 

@@ -4,7 +4,7 @@
 // server summarizes ranks, and the server-sorted instances table.
 import { act } from "react";
 import { describe, expect, it, vi } from "vitest";
-import type { RankRow } from "../../api/types";
+import type { RankRow } from "../../api/types/distributed";
 import { DataTable } from "../../components/DataTable";
 import { Progress, rankProgressText } from "../../components/common";
 import { detailsOnAxis, globalId, splitId, trackRanks, withGlobalIds } from "./merge";

@@ -4,9 +4,10 @@
 // clock was aligned; a click on an event shows its details (trace/event of its worker).
 
 import { useMemo, useState, type ReactNode } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi, type ApiState } from "../../api/hooks";
-import type { DistRanksReply, EventDetailReply, RanksTimelineReply, RankAlignment, RankRow } from "../../api/types";
+import type { DistRanksReply, RankRow } from "../../api/types/distributed";
+import type { EventDetailReply, RanksTimelineReply, RankAlignment } from "../../api/types/trace";
 import { Empty, ErrorBox, Loaded, Notes, Progress } from "../../components/common";
 import { Name } from "../../components/Name";
 import { setState } from "../../state/store";

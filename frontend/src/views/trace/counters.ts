@@ -1,7 +1,7 @@
 // A window reply's counter tracks (device utilization) as the timeline draws them:
 // shared by the single-trace view and the Ranks mode.
 
-import type { TimelineCounter } from "../../api/types";
+import type { TimelineCounter } from "../../api/types/trace";
 import type { Counter } from "../../timeline/Timeline";
 import { binPoints } from "../../timeline/coords";
 

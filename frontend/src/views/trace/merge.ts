@@ -6,7 +6,7 @@
 // merged reply's axis, tracks and ids, so the details panel, its arrows and its links
 // work as in the single-trace view.
 
-import type { EventDetailReply, RanksTimelineReply, TimelineEvent, TimelineFlow } from "../../api/types";
+import type { EventDetailReply, RanksTimelineReply, TimelineEvent, TimelineFlow } from "../../api/types/trace";
 
 /** At most this many ranks in one trace/ranks reply (docs/api.md). */
 export const MAX_WORKERS = 8;

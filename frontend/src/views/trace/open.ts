@@ -3,7 +3,7 @@
 // One way to do it, so every "show in the trace" lands the same.
 
 import { getJson } from "../../api/client";
-import type { EventDetailReply } from "../../api/types";
+import type { EventDetailReply } from "../../api/types/trace";
 import { setState } from "../../state/store";
 
 export interface TraceSel {

@@ -5,7 +5,8 @@
 
 import { useEffect, useRef, useState } from "react";
 import { getJson, type Params } from "../../api/client";
-import type { LoadingReply, TimelineReply } from "../../api/types";
+import type { LoadingReply } from "../../api/types/status";
+import type { TimelineReply } from "../../api/types/trace";
 import { setState } from "../../state/store";
 import { fromWire, type WireReply } from "./wire";
 import type { Range, Viewport } from "../../timeline/coords";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { TimelineReply } from "../../api/types";
+import type { TimelineReply } from "../../api/types/trace";
 import { busyRows, fromWire, type WireReply } from "./wire";
 
 describe("busy blocks over the wire", () => {

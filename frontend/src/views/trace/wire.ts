@@ -1,7 +1,7 @@
 // The trace routes send their busy blocks as columns (docs/api.md, GET trace): one list per
 // field, so thousands of blocks do not repeat the same five keys. The views draw rows.
 
-import type { BusyBlock, TimelineReply } from "../../api/types";
+import type { BusyBlock, TimelineReply } from "../../api/types/trace";
 
 export interface BusyColumns {
   track: number[];

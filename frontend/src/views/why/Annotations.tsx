@@ -5,9 +5,9 @@
 // ranges are left out by the API.
 
 import { useMemo } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi } from "../../api/hooks";
-import type { AnnotationRow, AnnotationsReply, DeviceAnnotationRow } from "../../api/why";
+import type { AnnotationRow, AnnotationsReply, DeviceAnnotationRow } from "../../api/types/why";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Loaded, Notes, Section } from "../../components/common";
 

@@ -10,7 +10,7 @@
 // The reply's types live here (docs/api.md, GET critical_path).
 
 import { useMemo, useState } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { getJson } from "../../api/client";
 import { useApi } from "../../api/hooks";
 import { Chart, rowTooltip } from "../../components/Chart";

@@ -5,9 +5,9 @@
 // in the Trace view). The kernel-wait threshold is a control (10 / 30 / 100 µs).
 
 import { useMemo, useState } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi } from "../../api/hooks";
-import type { IdleGap, IdleReply, IdleRow } from "../../api/why";
+import type { IdleGap, IdleReply, IdleRow } from "../../api/types/why";
 import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Fold, Loaded, Notes, Select, Stat } from "../../components/common";

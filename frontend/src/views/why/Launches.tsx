@@ -5,9 +5,9 @@
 // operator; launches and kernels that could not be matched.
 
 import { useMemo } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi } from "../../api/hooks";
-import type { Histogram, LaunchCallRow, LaunchesReply, LaunchOperatorRow, LaunchOutlier } from "../../api/why";
+import type { Histogram, LaunchCallRow, LaunchesReply, LaunchOperatorRow, LaunchOutlier } from "../../api/types/why";
 import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Stat } from "../../components/common";

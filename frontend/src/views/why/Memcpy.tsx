@@ -5,9 +5,9 @@
 // (click one to open it in the Trace view); a note on pageable host memory, the slow path.
 
 import { useMemo } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi } from "../../api/hooks";
-import type { CopyDirectionRow, CopyOverTime, CopyRow, MemcpyReply } from "../../api/why";
+import type { CopyDirectionRow, CopyOverTime, CopyRow, MemcpyReply } from "../../api/types/why";
 import { Chart, TOOLTIP_BASE } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Stat } from "../../components/common";

@@ -6,9 +6,9 @@
 // Trace view's queue counter tracks.
 
 import { useMemo } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi } from "../../api/hooks";
-import type { QueueReply, QueueStreamRow } from "../../api/why";
+import type { QueueReply, QueueStreamRow } from "../../api/types/why";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Stat } from "../../components/common";
 import { setState } from "../../state/store";

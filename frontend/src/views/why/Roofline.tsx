@@ -7,9 +7,9 @@
 // notes (no roof for this device, convolutions without a count, ...).
 
 import { useMemo, useState } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi } from "../../api/hooks";
-import type { RooflinePeaks, RooflineReply, RooflineRow } from "../../api/why";
+import type { RooflinePeaks, RooflineReply, RooflineRow } from "../../api/types/why";
 import { Chart, TOOLTIP_BASE } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Tabs } from "../../components/common";

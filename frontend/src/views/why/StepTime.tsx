@@ -5,9 +5,9 @@
 // 2 / 3 ×, or any other typed in.
 
 import { useMemo, useState } from "react";
-import type { ViewProps } from "../../App";
+import type { ViewProps } from "../props";
 import { useApi } from "../../api/hooks";
-import type { OutlierStep, StepOutlierRow, StepOutliersReply } from "../../api/why";
+import type { OutlierStep, StepOutlierRow, StepOutliersReply } from "../../api/types/why";
 import { Chart, rowTooltip } from "../../components/Chart";
 import { DataTable, type Col } from "../../components/DataTable";
 import { Empty, Loaded, Notes, Select, Stat } from "../../components/common";

@@ -3,7 +3,7 @@
 // pageable-copy note, the GB/s-over-time chart, the late-arrival bars (window and slider over
 // many ranks), the tables' columns, escaped tooltips and untrusted names rendered as text.
 import { describe, expect, it } from "vitest";
-import type { AnnotationsReply, CopyDirectionRow, CopyRow, LateRankRow, QueueStreamRow } from "../../api/why";
+import type { AnnotationsReply, CopyDirectionRow, CopyRow, LateRankRow, QueueStreamRow } from "../../api/types/why";
 import { DataTable } from "../../components/DataTable";
 import { lateBarsOption, lateOperatorCols, lateRankCols } from "../distributed/LateArrivals";
 import { deviceAnnotationCols, hasAnnotations, hostAnnotationCols } from "./Annotations";

@@ -3,7 +3,7 @@
 // dtype present, dtypes of one peak sharing it), the log ranges, the points (one per
 // plottable row, its row index kept), escaped tooltips, the table's columns and names as text.
 import { describe, expect, it } from "vitest";
-import type { RooflineRow } from "../../api/why";
+import type { RooflineRow } from "../../api/types/why";
 import { DataTable } from "../../components/DataTable";
 import { mount } from "../../testing/mount";
 import {

@@ -3,7 +3,7 @@
 // values, the charts' options (what they draw, escaped tooltips), the tables' columns,
 // and untrusted names rendered as text.
 import { describe, expect, it } from "vitest";
-import type { IdleReply, IdleRow, LaunchesReply, OutlierStep, StepOutliersReply } from "../../api/why";
+import type { IdleReply, IdleRow, LaunchesReply, OutlierStep, StepOutliersReply } from "../../api/types/why";
 import { DataTable } from "../../components/DataTable";
 import { deviceSteps, deviceTotals, gapCols, idleBarsOption, idleCols, share, THRESHOLDS } from "./IdleTime";
 import { binLabels, callCols, histogramOption, operatorCols, OUTSIDE_OPS, outlierCols as launchOutlierCols } from "./Launches";

@@ -2,7 +2,7 @@
 // steps/outliers, memcpy, queue, annotations, distributed/stragglers. Durations in exact
 // integer ns, times relative to the trace's origin.
 
-import type { DistInfo } from "./types";
+import type { DistInfo } from "./distributed";
 
 /** One row of `idle`'s devices (stream -1) or streams; step -1: over all steps. */
 export interface IdleRow {
