@@ -5,11 +5,11 @@ and every analysis of a ~100 MB trace after decoding.
     python benchmarks/bench_analysis.py [--old-python /tmp/oldtb/bin/python] [--repeat 3] [--json]
 
 (1) One real kineto trace (the ResNet50/V100 one in tests/data/, 1.0 MB gz / 35 MB JSON), same run:
-    old:  torch-tb-profiler 0.4.3 (in its own venv: `python -m venv /tmp/oldtb &&
-          /tmp/oldtb/bin/pip install torch-tb-profiler==0.4.3`): RunProfileData.parse
+    old:  torch-tb-profiler 0.4.3 (in its own venv, see benchmarks/peers.py): RunProfileData.parse
           (read + json + process + analyze) + RunGenerator.generate_run_profile;
     ours: load(cache=False) + overview + operators (name, input shape) + kernels (name, op).
-    Both timed inside a fresh process, imports excluded. Goal: ours >= 20x faster.
+    Both timed inside a fresh process, imports excluded (benchmarks/peers.py runs both).
+    Goal: ours >= 20x faster. (benchmarks/bench_peers.py: the same against HTA too.)
 (2) A ~100 MB trace with GPU-like events (benchmarks/make_big_trace.py --synth-gpu): each analysis
     timed after load. Goal: all of them together <= 2 s.
 """
@@ -18,37 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 from bigtrace import DEFAULT_SEED, build_trace  # benchmarks/, the script's folder
+from peers import OLD_PYTHON, ROOT, child, old_seconds, ours_seconds
 
-ROOT = Path(__file__).resolve().parents[1]
 GOAL_SPEEDUP, GOAL_ALL_SECONDS = 20.0, 2.0
-
-_OLD = r"""
-import json, sys, tempfile, time
-from torch_tb_profiler.profiler.data import RunProfileData
-from torch_tb_profiler.profiler.run_generator import RunGenerator
-t0 = time.perf_counter()
-data = RunProfileData.parse("worker0", "1", sys.argv[1], tempfile.mkdtemp())
-RunGenerator("worker0", "1", data).generate_run_profile()
-print(json.dumps({"seconds": time.perf_counter() - t0}))
-"""
-
-_OURS = r"""
-import json, sys, time
-sys.path.insert(0, sys.argv[2])
-import tb_profiler
-import pkgutil, importlib, tb_profiler.analysis as A
-for m in pkgutil.iter_modules(A.__path__):  # imports are not timed (nor are the old plugin's)
-    importlib.import_module("tb_profiler.analysis." + m.name)
-t0 = time.perf_counter()
-t = tb_profiler.load(sys.argv[1], cache=False)
-t.overview(); t.operators("name"); t.operators("input_shape"); t.kernels("name"); t.kernels("op")
-print(json.dumps({"seconds": time.perf_counter() - t0}))
-"""
 
 _EACH = r"""
 import json, sys, time
@@ -74,23 +50,19 @@ print(json.dumps(out))
 """
 
 
-def child(code: str, python: str, *args: str) -> dict:
-    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+OURS_WORK = 't.overview(); t.operators("name"); t.operators("input_shape"); t.kernels("name"); t.kernels("op")'
 
 
 def versus_old(trace: Path, old_python: str, repeat: int) -> dict:
-    old = [child(_OLD, old_python, str(trace))["seconds"] for _ in range(repeat)]
-    ours = [child(_OURS, sys.executable, str(trace), str(ROOT))["seconds"] for _ in range(repeat)]
+    old = [old_seconds(trace, old_python) for _ in range(repeat)]
+    ours = [ours_seconds(trace, OURS_WORK) for _ in range(repeat)]
     o, u = statistics.median(old), statistics.median(ours)
     return {"trace": trace.name, "old_s": o, "ours_s": u, "speedup": o / u}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--old-python", default="/tmp/oldtb/bin/python")
+    ap.add_argument("--old-python", default=OLD_PYTHON)
     ap.add_argument("--trace", type=Path, default=DEFAULT_SEED)
     ap.add_argument("--size", default="100M")
     ap.add_argument("--repeat", type=int, default=3)

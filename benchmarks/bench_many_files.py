@@ -101,19 +101,23 @@ sys.path.insert(0, sys.argv[1])
 folder, m = sys.argv[2], int(sys.argv[3])
 import numpy as np
 from tb_profiler import cache
+try:
+    from tb_profiler.cache_folder import entry_name
+except ImportError:  # a tree from before cache_folder.py (the "before" figures)
+    from tb_profiler.cache import entry_name
 os.makedirs(folder, exist_ok=True)
 key = cache.CacheKey("/bench/seed.json", 1, 1, "bench", 1)
-seed = os.path.join(folder, cache.entry_name("/bench/seed.json"))
+seed = os.path.join(folder, entry_name("/bench/seed.json"))
 arrays = {"a": np.arange(2000, dtype=np.int64)}
 assert cache.write_entry(seed, key, arrays, ["s"], b"", {})
 for i in range(m):  # copies of one entry under their own names: what listing and headers cost
-    shutil.copyfile(seed, os.path.join(folder, cache.entry_name(f"/bench/{i}.json")))
+    shutil.copyfile(seed, os.path.join(folder, entry_name(f"/bench/{i}.json")))
 times = []
 for i in range(5):
     src = f"/bench/new{i}.json"
     k = cache.CacheKey(src, 1, 1, "bench", 1)
     a = time.perf_counter()
-    assert cache.write_entry(os.path.join(folder, cache.entry_name(src)), k, arrays, ["s"], b"", {})
+    assert cache.write_entry(os.path.join(folder, entry_name(src)), k, arrays, ["s"], b"", {})
     times.append(time.perf_counter() - a)
 print(json.dumps({"entries": m, "first_write_s": times[0], "later_write_s": sorted(times[1:])[len(times[1:]) // 2]}))
 """

@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import tb_profiler
 from tb_profiler.plugin import timeline as new
+from tb_profiler.plugin import timeline_counters as counters
 
 
 def old_module(commit: str):
@@ -99,8 +100,8 @@ def measure(path: Path, old, args) -> dict:
     queue_series(trace)  # analysis.queue's memo: shared by both
     parts = {}
     for name, fn in (("lod_index", new.lod_index), ("flow_pairs", new.flow_pairs), ("flow_index", new.flow_index),
-                     ("kernel_busy", new.kernel_busy), ("counter_sums", new._kernel_busy_sums),
-                     ("queue_pyramids", new._queue_pyramids)):
+                     ("kernel_busy", new.kernel_busy), ("counter_sums", counters._kernel_busy_sums),
+                     ("queue_pyramids", counters._queue_pyramids)):
         parts[name] = round(timed(fn, trace)[1], 1)
     ms_new = sum(parts.values())
     out["index_parts_ms"] = parts

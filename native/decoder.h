@@ -53,7 +53,7 @@ typedef struct {
     int64_t *progress;
     int64_t walked;     /* this decoder's count behind progress[slot] */
     int slot;
-    /* Parallel decoding of the events array (see "parallel events" in decoder.c). Set by
+    /* Parallel decoding of the events array (see "parallel events" in decoder_parallel.c). Set by
      * the caller: threads (<= 1: one pass), min_part (bytes of JSON per thread at least). */
     int threads;
     size_t min_part;

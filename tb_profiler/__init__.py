@@ -22,16 +22,12 @@ def __getattr__(name: str):
         from tb_profiler.writer import tensorboard_trace_handler
 
         return tensorboard_trace_handler
-    if name in ("load", "load_run", "Trace", "Run"):
-        from tb_profiler import trace
+    if name in ("load", "load_run", "summarize", "Trace", "Run"):
+        from tb_profiler import api
 
-        return getattr(trace, name)
+        return getattr(api, name)
     if name in ("load_snapshot", "Snapshot"):
         from tb_profiler import snapshot
 
         return getattr(snapshot, name)
-    if name == "summarize":
-        from tb_profiler.summary import summarize
-
-        return summarize
     raise AttributeError(f"module 'tb_profiler' has no attribute {name!r}")

@@ -13,7 +13,7 @@ which decodes the trace again and answers from that from then on.
 
 The args text (most of a trace) is kept small: for a plain JSON trace on local disk the
 entry stores nothing (the offsets address the trace file, read on demand); otherwise it
-is stored as zstd blocks (``trace.args_text``).  Writes go to a temp file renamed over
+is stored as zstd blocks (``decode.args_text``).  Writes go to a temp file renamed over
 the entry, so readers never see half an entry.  Any OS error (read-only or full disk)
 turns the cache off for that call with a warning, never failing the load.
 
@@ -22,7 +22,6 @@ Layout:  b"TBPCACHE" | u32 format | u32 header crc | u64 header length | header 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import mmap
@@ -36,20 +35,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tb_profiler.cache_folder import FORMAT, MAGIC, PREFIX, CacheWarning, cache_dir, entry_source
+from tb_profiler.decode.args_text import BlockArgs, FileArgs, compress_blocks, have_zstd
 from tb_profiler.io.read import open_regular
-from tb_profiler.trace.args_text import BlockArgs, FileArgs, compress_blocks, have_zstd
 
 try:
     from isal.isal_zlib import crc32 as _crc32  # ~20 GB/s vs zlib's ~3 GB/s
 except ImportError:  # pragma: no cover
     _crc32 = zlib.crc32
 
-__all__ = ["CacheKey", "CheckedArrays", "Entry", "EntryInfo", "cache_dir", "clear", "entries", "entry_chunks", "entry_from_buffer",
-           "entry_name", "entry_path", "entry_source", "read_entry", "write_entry", "CacheWarning"]
+__all__ = ["CacheKey", "CheckedArrays", "Entry", "EntryInfo", "clear", "entries", "entry_chunks", "entry_from_buffer",
+           "read_entry", "write_entry"]
 
-MAGIC = b"TBPCACHE"
-FORMAT = 2  # 2: args as zstd blocks or in the trace file; CRCs checked on first read
-_PREFIX = struct.Struct("<8sIIQ")
 _ALIGN = 64
 _STRINGS = "__strings.utf8"
 _STRING_OFFSETS = "__strings.offsets"
@@ -57,10 +54,6 @@ _BLOB = "__args_blob"
 _ZDATA = "__args_zdata"
 _ZOFFSETS = "__args_zoffsets"
 READ_BELOW = 1 << 20  # bytes: an entry this small is read, not mapped (read_entry)
-
-
-class CacheWarning(UserWarning):
-    """The cache could not be used; the trace was loaded without it."""
 
 
 @dataclass(frozen=True)
@@ -154,30 +147,6 @@ class CheckedArrays(Mapping):
             self[name]
 
 
-def cache_dir(folder: str | os.PathLike | None = None) -> str:
-    """The cache folder: argument, else $TB_PROFILER_CACHE_DIR, else the user cache dir."""
-    if folder:
-        return os.fspath(folder)
-    env = os.environ.get("TB_PROFILER_CACHE_DIR")
-    if env:
-        return env
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tb_profiler")
-
-
-def entry_name(source: str) -> str:
-    """The entry's file name for a source; one per source, so a new version replaces the old."""
-    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    base = os.path.basename(source.rstrip("/"))[:60]
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in base)
-    return f"{safe}.{digest}.tbpc"
-
-
-def entry_path(source: str, folder: str | os.PathLike | None = None) -> str:
-    """The entry file for a source in the cache folder."""
-    return os.path.join(cache_dir(folder), entry_name(source))
-
-
 # -- reading ----------------------------------------------------------------------------
 class _Invalid(Exception):
     pass
@@ -194,7 +163,7 @@ def read_entry(path: str, key: CacheKey, on_damage=None) -> Entry | None:
     try:
         with open_regular(path) as f:  # a FIFO planted at the entry path must not block the load
             size = os.fstat(f.fileno()).st_size
-            if size < _PREFIX.size:
+            if size < PREFIX.size:
                 return None
             mm = f.read() if size <= READ_BELOW else mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
@@ -212,16 +181,16 @@ def entry_from_buffer(buf, key: CacheKey, path: str = "", on_damage=None) -> Ent
     intact and matches key, else None.  The arrays are views of buf, checked on first read."""
     try:
         size = len(buf)
-        if size < _PREFIX.size:
+        if size < PREFIX.size:
             return None
-        magic, fmt, header_crc, header_len = _PREFIX.unpack_from(buf, 0)
-        if magic != MAGIC or fmt != FORMAT or header_len > size - _PREFIX.size:
+        magic, fmt, header_crc, header_len = PREFIX.unpack_from(buf, 0)
+        if magic != MAGIC or fmt != FORMAT or header_len > size - PREFIX.size:
             return None
-        header_bytes = bytes(memoryview(buf)[_PREFIX.size:_PREFIX.size + header_len])
+        header_bytes = bytes(memoryview(buf)[PREFIX.size:PREFIX.size + header_len])
         if _crc32(header_bytes) != header_crc:
             return None
         header = json.loads(header_bytes)
-        start = _pad(_PREFIX.size + header_len)
+        start = _pad(PREFIX.size + header_len)
         if header.get("key") != key.as_dict() or start + header.get("data_size", -1) != size:
             return None
         return _parse(header, buf, start, path, key, on_damage)
@@ -321,21 +290,6 @@ def entries(folder: str | os.PathLike | None = None) -> list[EntryInfo]:
     return sorted(out, key=lambda e: e.atime)
 
 
-def entry_source(path: str) -> str | None:
-    """The source an entry's header names (the header only is read), None if not an entry."""
-    try:
-        with open_regular(path) as f:
-            head = f.read(_PREFIX.size)
-            magic, fmt, _crc, header_len = _PREFIX.unpack(head)
-            if magic != MAGIC or header_len > 1 << 28:
-                return None
-            header = json.loads(f.read(header_len))
-        source = header.get("key", {}).get("source")
-        return source if isinstance(source, str) else None
-    except (OSError, ValueError, struct.error, UnicodeDecodeError, AttributeError):
-        return None
-
-
 def clear(folder: str | os.PathLike | None = None, orphans_only: bool = False) -> tuple[int, int]:
     """Remove the cache's entries (only those whose source is gone with orphans_only);
     (files removed, bytes freed). Other files in the folder are left alone."""
@@ -407,8 +361,8 @@ def entry_chunks(key: CacheKey, arrays: Mapping[str, np.ndarray], strings, args_
     header = {"key": key.as_dict(), "arrays": specs, "meta": meta, "strings": strings_spec, "args": args_spec,
               "data_size": offset}
     body = json.dumps(header, separators=(",", ":")).encode()
-    start = _pad(_PREFIX.size + len(body))
-    chunks = [_PREFIX.pack(MAGIC, FORMAT, _crc32(body), len(body)), body, b"\0" * (start - _PREFIX.size - len(body))]
+    start = _pad(PREFIX.size + len(body))
+    chunks = [PREFIX.pack(MAGIC, FORMAT, _crc32(body), len(body)), body, b"\0" * (start - PREFIX.size - len(body))]
     for arr in payload.values():
         chunks += [memoryview(arr).cast("B"), b"\0" * (_pad(arr.nbytes) - arr.nbytes)]
     return chunks

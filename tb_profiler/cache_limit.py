@@ -3,7 +3,8 @@
 Why: without a bound the cache only grows (one user's reached 452 MB; a busy logdir can
 reach tens of GB): traces replaced or deleted leave orphaned entries, and a writer killed
 mid-write leaves its ``.tmp-*.tbpc`` file.  This module decides what may go; tb_profiler.cache
-reads and writes entries and calls it:
+reads and writes entries and calls it (this module never imports the cache: what it needs of
+the folder and of an entry's header is tb_profiler.cache_folder's):
 
 - ``mark_used(path)`` after an entry is read: its mtime becomes "last used" (atime is not
   reliable: relatime updates it at most daily, noatime never);
@@ -32,7 +33,7 @@ The folder given to these may be the cache folder or the folder of an entry: a
 
 What counts: the files ``tb_profiler.cache.entries()`` lists (the cache folder's ``*.tbpc``
 and its ``summaries/`` folder's) whose name is an entry's (``<name>.<32 hex>.tbpc``, as
-``cache.entry_name`` makes them) or a writer's temp file (``.tmp-*.tbpc``), and that are
+``cache_folder.entry_name`` makes them) or a writer's temp file (``.tmp-*.tbpc``), and that are
 regular files.  Anything else in the folder (a ``notes.tbpc``, a symlink, other files) is
 never counted, never removed.
 
@@ -61,7 +62,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tb_profiler import cache as _cache
+from tb_profiler.cache_folder import CacheWarning, cache_dir, entry_source
 
 __all__ = ["CAP_CEILING", "CAP_DISK_FRACTION", "ENV", "ORPHAN_GRACE_SECONDS", "RELIST_SECONDS", "STALE_TEMP_SECONDS",
            "Item", "Removed", "cache_max", "cache_max_bytes", "cache_root", "clear", "enforce", "evict", "inventory",
@@ -75,7 +76,7 @@ ORPHAN_GRACE_SECONDS = 7 * 86400.0  # an orphan unused this long goes even with 
 RELIST_SECONDS = 30.0       # a process lists a cache folder again after this long (see the docstring)
 SUBDIR = "summaries"        # tb_profiler.summary.store.SUBDIR (not imported: that pulls the decoder in)
 
-_ENTRY_NAME = re.compile(r"\.[0-9a-f]{32}\.tbpc\Z")      # cache.entry_name: <safe name>.<sha256[:32]>.tbpc
+_ENTRY_NAME = re.compile(r"\.[0-9a-f]{32}\.tbpc\Z")      # cache_folder.entry_name: <safe name>.<sha256[:32]>.tbpc
 _TEMP_NAME = re.compile(r"\A\.tmp-[^/]+\.tbpc\Z")         # cache.write_entry: mkstemp(prefix=".tmp-", suffix=".tbpc")
 _SIZE = re.compile(r"\A\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(?:i?b)?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -109,9 +110,9 @@ def cache_max(folder: str | os.PathLike | None = None) -> tuple[int, str]:
         if size is not None:
             return size, f"${ENV}={raw}"
         warnings.warn(f"tb_profiler: ${ENV}={raw!r} is not a size (bytes, or like 500M, 20G; 0: no cache); "
-                      "using the default cap", _cache.CacheWarning, stacklevel=2)
+                      "using the default cap", CacheWarning, stacklevel=2)
         note = f"; ${ENV}={raw!r} is not a size"
-    where = _existing_parent(_cache.cache_dir(folder))
+    where = _existing_parent(cache_dir(folder))
     try:
         free = int(shutil.disk_usage(where).free)
     except (OSError, ValueError) as e:
@@ -201,7 +202,7 @@ def _source_of(path: str, ino: int, nbytes: int) -> str | None:
     if key not in _SOURCES:
         if len(_SOURCES) >= _SOURCES_MAX:
             _SOURCES.clear()
-        _SOURCES[key] = _cache.entry_source(path)
+        _SOURCES[key] = entry_source(path)
     return _SOURCES[key]
 
 
@@ -221,9 +222,9 @@ def cache_root(folder: str | os.PathLike | None = None) -> str:
     """The cache folder that folder belongs to: itself, or for the ``summaries`` folder of a
     cache folder (where summary entries live), its parent.  The configured cache folder
     ($TB_PROFILER_CACHE_DIR) is itself even when it is named ``summaries``."""
-    root = _cache.cache_dir(folder)
+    root = cache_dir(folder)
     norm = os.path.normpath(root)
-    if os.path.basename(norm) == SUBDIR and norm != os.path.normpath(_cache.cache_dir()):
+    if os.path.basename(norm) == SUBDIR and norm != os.path.normpath(cache_dir()):
         return os.path.dirname(norm) or "."
     return root
 

@@ -16,6 +16,7 @@ import pytest
 from datafiles import V100_TRACE as V100_W0
 
 from tb_profiler.analysis import memory as M
+from tb_profiler.analysis import memory_records as R
 from tb_profiler.analysis import memory_stats as S
 from tb_profiler.trace import load
 
@@ -69,19 +70,19 @@ def hand(tmp_path_factory):
 
 
 def test_devices_and_keys(hand):
-    assert M.devices(hand) == ["GPU0", "CPU"]          # accelerators first
-    assert M.device_key(0, -1) == "CPU"
+    assert R.devices(hand) == ["GPU0", "CPU"]          # accelerators first
+    assert R.device_key(0, -1) == "CPU"
     xpu = SimpleNamespace(device_word="XPU", device_kinds=("XPU",))
-    assert M.device_key(12, 1, xpu) == "XPU1"
+    assert R.device_key(12, 1, xpu) == "XPU1"
     npu = SimpleNamespace(device_word="NPU", device_kinds=("PrivateUse1",))
-    assert M.device_key(20, 0, npu) == "NPU0"
-    assert M.device_key(1, 2) == "GPU2" and M.device_key(19, 0) == "MTIA0" and M.device_key(14, 0) == "Meta0"
-    assert M.device_key(99, 3) == "DeviceType99:3"
+    assert R.device_key(20, 0, npu) == "NPU0"
+    assert R.device_key(1, 2) == "GPU2" and R.device_key(19, 0) == "MTIA0" and R.device_key(14, 0) == "Meta0"
+    assert R.device_key(99, 3) == "DeviceType99:3"
 
 
 def test_record_ops(hand):
-    r = M.memory_records(hand)
-    op = M.record_ops(hand)
+    r = R.memory_records(hand)
+    op = R.record_ops(hand)
     names = hand.str(np.where(op >= 0, hand.events["name"][np.maximum(op, 0)], -1))
     # time order: r1 13, g1 22, r2 25, r3 30, r4 45, r5 50, r6 65, g2 70
     assert (r.ts // US).tolist() == [13, 22, 25, 30, 45, 50, 65, 70]

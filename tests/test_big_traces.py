@@ -16,8 +16,8 @@ from datafiles import V100_TRACE, V100X4, read_bytes
 import tb_profiler.decode as decode_mod
 from tb_profiler import cache as cache_mod
 from tb_profiler.cache import CheckedArrays
+from tb_profiler.decode.args_text import BLOCK, BlockArgs, FileArgs, compress_blocks, resident_nbytes
 from tb_profiler.trace import load
-from tb_profiler.trace.args_text import BLOCK, BlockArgs, FileArgs, compress_blocks, resident_nbytes
 
 TEXT = read_bytes(V100X4)  # a small real trace (4xV100), plain JSON
 
@@ -185,7 +185,7 @@ def test_damage_in_an_array_read_late_is_never_served(tmp_path):
 def test_server_status_counts_the_part_of_a_file_decoded(tmp_path, monkeypatch):
     import time
 
-    import tb_profiler.trace as trace_pkg
+    import tb_profiler.api as api_pkg  # the plugin loads through tb_profiler.api.load
     from tb_profiler.plugin.state import ProfilerState
 
     run = tmp_path / "log" / "run"
@@ -193,7 +193,7 @@ def test_server_status_counts_the_part_of_a_file_decoded(tmp_path, monkeypatch):
     p = _write(run / "worker0.1.pt.trace.json", _events(200))
     size = p.stat().st_size
     halfway, release = threading.Event(), threading.Event()
-    real = trace_pkg.load
+    real = api_pkg.load
 
     def slow_load(path, **kw):
         kw["progress"](size // 2, size)  # what the decoder publishes halfway through the text
@@ -201,7 +201,7 @@ def test_server_status_counts_the_part_of_a_file_decoded(tmp_path, monkeypatch):
         assert release.wait(30)
         return real(path, **kw)
 
-    monkeypatch.setattr(trace_pkg, "load", slow_load)
+    monkeypatch.setattr(api_pkg, "load", slow_load)
     state = ProfilerState(str(tmp_path / "log"), reload_s=0.2, cache_dir=str(tmp_path / "c")).start()
     try:
         deadline = time.monotonic() + 30

@@ -18,6 +18,7 @@ from datafiles import V100X4, read_bytes
 
 import tb_profiler.decode as decode_mod
 from tb_profiler import cache as cache_mod
+from tb_profiler import cache_folder
 from tb_profiler.trace import load as _load
 
 
@@ -83,7 +84,7 @@ def run_child(path, cache_dir) -> dict:
 
 
 def entry_of(trace_file, cache_dir) -> Path:
-    return Path(cache_mod.entry_path(os.path.abspath(trace_file), cache_dir))
+    return Path(cache_folder.entry_path(os.path.abspath(trace_file), cache_dir))
 
 
 def test_reopen_in_new_process_reads_only_the_cache(trace_file, tmp_path):
@@ -227,7 +228,7 @@ def test_corrupt_entry_is_rebuilt(trace_file, tmp_path, damage):
 def test_unwritable_cache_dir_still_loads(trace_file, tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
-    with pytest.warns(cache_mod.CacheWarning):
+    with pytest.warns(cache_folder.CacheWarning):
         t = load(trace_file, cache_dir=not_a_dir / "cache")
     assert len(t.events) == 254 and not t.from_cache and t.cache_path is None
 
@@ -237,7 +238,7 @@ def test_permission_denied_cache_dir_still_loads(trace_file, tmp_path, monkeypat
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(cache_mod.tempfile, "mkstemp", denied)  # what a read-only folder does
-    with pytest.warns(cache_mod.CacheWarning, match="Permission denied"):
+    with pytest.warns(cache_folder.CacheWarning, match="Permission denied"):
         t = load(trace_file, cache_dir=tmp_path / "c")
     assert len(t.events) == 254 and not t.from_cache
 
@@ -248,7 +249,7 @@ def test_read_only_cache_dir_still_loads(trace_file, tmp_path):
     ro.mkdir()
     ro.chmod(0o500)
     try:
-        with pytest.warns(cache_mod.CacheWarning):
+        with pytest.warns(cache_folder.CacheWarning):
             t = load(trace_file, cache_dir=ro)
         assert len(t.events) == 254
     finally:
@@ -260,20 +261,20 @@ def test_write_failure_leaves_no_partial_entry(trace_file, tmp_path, monkeypatch
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(cache_mod.os, "replace", fail)
-    with pytest.warns(cache_mod.CacheWarning, match="No space"):
+    with pytest.warns(cache_folder.CacheWarning, match="No space"):
         t = load(trace_file, cache_dir=tmp_path / "c")
     assert len(t.events) == 254 and list((tmp_path / "c").iterdir()) == []
 
 
 def test_cache_dir_resolution(monkeypatch, tmp_path):
     monkeypatch.setenv("TB_PROFILER_CACHE_DIR", str(tmp_path / "env"))
-    assert cache_mod.cache_dir() == str(tmp_path / "env")
-    assert cache_mod.cache_dir(tmp_path / "arg") == str(tmp_path / "arg")
+    assert cache_folder.cache_dir() == str(tmp_path / "env")
+    assert cache_folder.cache_dir(tmp_path / "arg") == str(tmp_path / "arg")
     monkeypatch.delenv("TB_PROFILER_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_mod.cache_dir() == str(tmp_path / "xdg" / "tb_profiler")
+    assert cache_folder.cache_dir() == str(tmp_path / "xdg" / "tb_profiler")
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert cache_mod.cache_dir() == os.path.join(os.path.expanduser("~"), ".cache", "tb_profiler")
+    assert cache_folder.cache_dir() == os.path.join(os.path.expanduser("~"), ".cache", "tb_profiler")
 
 
 def test_env_cache_dir_is_used(trace_file, tmp_path, monkeypatch):
@@ -324,7 +325,7 @@ def test_the_test_session_writes_no_cache_into_the_users_folder(tmp_path):
     a load that names no cache folder writes there, not into ~/.cache/tb_profiler."""
     import tempfile
 
-    from tb_profiler.cache import cache_dir
+    from tb_profiler.cache_folder import cache_dir
 
     session = Path(os.environ["TB_PROFILER_CACHE_DIR"])
     assert session.name.startswith("tbp-test-cache-") and str(session).startswith(tempfile.gettempdir())

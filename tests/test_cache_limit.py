@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tb_profiler import cache as cache_mod
+from tb_profiler import cache_folder
 from tb_profiler import cache_limit as limit
 from tb_profiler.cli import main
 
@@ -36,7 +37,7 @@ def write(root: Path, name: str, nbytes: int = 1000, used: float | None = None, 
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text("{}")
     folder = root / "summaries" if summary else root
-    path = folder / cache_mod.entry_name(str(src))
+    path = folder / cache_folder.entry_name(str(src))
     key = cache_mod.CacheKey(str(src), 2, 1, "test", 1)
     assert cache_mod.write_entry(str(path), key, {"a": np.zeros(nbytes, np.uint8)}, ["s"], b"", {})
     if not source_exists:
@@ -77,7 +78,7 @@ def test_cap_from_the_environment(monkeypatch, tmp_path, text, expected):
 def test_garbage_cap_warns_and_uses_the_default(monkeypatch, tmp_path, text):
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(100 * GiB, 0, 50 * GiB))
     monkeypatch.setenv(limit.ENV, text)
-    with pytest.warns(cache_mod.CacheWarning, match="not a size"):
+    with pytest.warns(cache_folder.CacheWarning, match="not a size"):
         cap, origin = limit.cache_max(tmp_path)
     assert cap == 5 * GiB and "default" in origin and "not a size" in origin
 
@@ -290,8 +291,8 @@ def test_missing_folder(tmp_path):
 @pytest.mark.parametrize("source", ["/t/w.pt.trace.json", "/t/\u00e9\u4e2d \U0001f600.json", "/t/dir/", "", "s3://b/k.json.gz",
                                     "/t/" + "x" * 300])
 def test_every_entry_name_is_recognised(source):
-    """The name shape eviction trusts is the one cache.entry_name makes."""
-    assert limit._ENTRY_NAME.search(cache_mod.entry_name(source)) and not limit.is_temp(cache_mod.entry_name(source))
+    """The name shape eviction trusts is the one cache_folder.entry_name makes."""
+    assert limit._ENTRY_NAME.search(cache_folder.entry_name(source)) and not limit.is_temp(cache_folder.entry_name(source))
 
 
 # -- the command line ---------------------------------------------------------------------------

@@ -318,8 +318,9 @@ def test_cli_summary_prints_collectives_and_the_communication_line(nccl_pair, tm
     dist = out[out.index("\ndistributed\n"):]
     assert "  rank 0       Communication: 59.0 us per step here (59.0 us total over 1 step" in dist
     rows = [line.split() for line in dist.splitlines() if line.startswith("    allreduce ")]
-    # name, rank, process group, group size, calls, bytes, out bytes, total, algbw, busbw, on, wait
-    assert rows == [["allreduce", "0", "0", "2", "1", "4000", "4000", "30.000", "µs", "0.1333", "0.1333", "device",
+    # name, rank, process group, group size, calls, bytes, out bytes (4000 B, in the UI's KiB), total,
+    # algbw, busbw, on, wait
+    assert rows == [["allreduce", "0", "0", "2", "1", "3.9", "KiB", "3.9", "KiB", "30.000", "µs", "0.1333", "0.1333", "device",
                      "0", "ns"],
-                    ["allreduce", "1", "0", "2", "1", "4000", "4000", "40.000", "µs", "0.1", "0.1", "device",
+                    ["allreduce", "1", "0", "2", "1", "3.9", "KiB", "3.9", "KiB", "40.000", "µs", "0.1", "0.1", "device",
                      "10.000", "µs"]]

@@ -19,7 +19,7 @@ import pytest
 from tb_profiler.analysis.links import launched_by_graph, launches
 from tb_profiler.analysis.recommendations import recommendations
 from tb_profiler.plugin.timeline import event_detail
-from tb_profiler.trace import load
+from tb_profiler.api import load
 
 US = 1000
 KERNELS, CALL_US, STEPS = 50, 300, 3

@@ -243,7 +243,7 @@ SPLIT_THREADS = (2, 8)  # a forced split: this many threads, at random
 
 def split_params(rng: random.Random, size: int, min_threads: int = SPLIT_THREADS[0]) -> tuple[int, int]:
     """(threads, min_part) for a forced split of a `size`-byte input: parts mostly tiny, so
-    that even a 100-byte input is cut (at most into TB_MAX_PARTS parts, native/decoder.c)."""
+    that even a 100-byte input is cut (at most into TB_MAX_PARTS parts, native/decoder_parallel.c)."""
     threads = rng.randint(min_threads, SPLIT_THREADS[1])
     r = rng.random()
     if r < 0.3:

@@ -1,7 +1,7 @@
 """The native decoder split between threads gives exactly what one pass gives.
 
 The events array is cut at guessed event starts (a '{' after "},"); a guess is trusted
-only when the walk before it lands on it (native/decoder.c, "parallel events"). Here every
+only when the walk before it lands on it (native/decoder_parallel.c, "parallel events"). Here every
 real and sample trace, hand-made traces full of wrong guesses (cuts inside strings, inside
 args objects, inside nested arrays of objects), malformed inputs (the first error must be
 the one a single pass meets: same message, same offset) and random mutations decode with

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tb_profiler.analysis.stragglers import LATE_COLUMNS, late_ranks, rank_ranges, verdict
-from tb_profiler.trace import load_run
+from tb_profiler.api import load_run
 
 
 def _late(rows):

@@ -22,7 +22,7 @@ from tb_profiler.analysis.graphs import ATTRIBUTION_COLUMNS, GRAPH_COLUMNS
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.plugin.app import ProfilerApp
 from tb_profiler.plugin.state import ProfilerState
-from tb_profiler.trace import load
+from tb_profiler.api import load
 from app_client import get as _get
 
 REPLAY = fx.DATA / "replay.pt.trace.json.gz"

@@ -26,6 +26,7 @@ from werkzeug.test import Client
 
 import tb_profiler
 from tb_profiler import cache as cache_mod
+from tb_profiler import cache_folder
 from tb_profiler import cli
 from tb_profiler import decode as decode_mod
 from tb_profiler.analysis.memory import memory_curve
@@ -307,7 +308,7 @@ def test_fifo_at_a_cache_entry_path_is_a_miss_and_replaced(tmp_path):
     p.write_bytes(trace_text([op(i, 1000 + i) for i in range(10)]))
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
-    entry = Path(cache_mod.entry_path(read.source_id(p), cache_dir))
+    entry = Path(cache_folder.entry_path(read.source_id(p), cache_dir))
     os.mkfifo(entry)
 
     def load_twice():

@@ -17,6 +17,7 @@ from datafiles import TENSORLIST_OPS
 from werkzeug.test import Client
 
 from tb_profiler.plugin import app as app_mod
+from tb_profiler.plugin import hosts as hosts_mod
 from tb_profiler.plugin.app import ROUTE_PARAMS, HostPolicy, Params, ProfilerApp, ResponseCache, host_name
 from tb_profiler.plugin.state import ProfilerState
 
@@ -113,7 +114,7 @@ def test_host_names_parse_strictly():
 
 def test_host_policy_by_bound_address(monkeypatch):
     monkeypatch.delenv(app_mod.ALLOW_HOSTS_ENV, raising=False)
-    monkeypatch.setattr(app_mod, "_machine_names", lambda: {"box", "box.lab.example"})
+    monkeypatch.setattr(hosts_mod, "_machine_names", lambda: {"box", "box.lab.example"})
     loop = HostPolicy("127.0.0.1")
     assert loop.allows("localhost:1") and loop.allows("[::1]:1") and loop.allows("127.0.0.1")
     for host in ("box", "10.0.0.5", "evil.example", "", None):
@@ -154,7 +155,7 @@ def test_tensorboard_plugin_checks_host(logdir, monkeypatch):
     from tb_profiler.plugin import tb_plugin
 
     monkeypatch.delenv(app_mod.ALLOW_HOSTS_ENV, raising=False)
-    monkeypatch.setattr(app_mod, "_machine_names", lambda: {"box"})
+    monkeypatch.setattr(hosts_mod, "_machine_names", lambda: {"box"})
 
     def flags(**kw):
         base = dict(host=None, bind_all=False, pytorch_profiler_allow_hosts=None, pytorch_profiler_memory_mb=None,

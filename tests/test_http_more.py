@@ -168,15 +168,15 @@ def test_trace_raw_of_a_file_caught_empty_while_rewritten_says_it_is_being_writt
     machine the loader may read the whole file first, and there is no failed read)."""
     import threading
 
-    import tb_profiler.trace as trace_pkg
+    import tb_profiler.api as api_pkg  # the plugin loads through tb_profiler.api.load
 
-    truncated, real_load = threading.Event(), trace_pkg.load
+    truncated, real_load = threading.Event(), api_pkg.load
 
     def load_after_the_truncation(*args, **kw):
         truncated.wait(60)
         return real_load(*args, **kw)
 
-    monkeypatch.setattr(trace_pkg, "load", load_after_the_truncation)
+    monkeypatch.setattr(api_pkg, "load", load_after_the_truncation)
     (tmp_path / "log" / RUN).mkdir(parents=True)
     target = tmp_path / "log" / RUN / "w0.pt.trace.json"
     target.write_bytes(gzip.decompress(TENSORLIST_OPS.read_bytes()))

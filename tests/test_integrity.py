@@ -14,7 +14,7 @@ import pytest
 import datafiles
 from tb_profiler.analysis.integrity import OUR_RULES, RULES, TORCH_RULES
 from tb_profiler.errors import TraceFormatError
-from tb_profiler.trace import load
+from tb_profiler.api import load
 
 torch_validator = pytest.importorskip("torch.profiler._trace_validator")
 

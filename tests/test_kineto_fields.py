@@ -221,7 +221,7 @@ def test_hosts_split_intra_from_inter_node(comms_pair, tmp_path):
 
 def test_summary_keeps_host_and_job(comms_pair):
     from tb_profiler.summary import summarize_trace
-    from tb_profiler.summary.model import SUMMARY_VERSION
+    from tb_profiler.analysis.trace_summary import SUMMARY_VERSION
 
     s = summarize_trace(comms_pair[1])
     assert (s.host_name, s.job) == ("node-b", JOB) and SUMMARY_VERSION >= 3

@@ -29,6 +29,7 @@ from werkzeug.test import Client
 
 import tb_profiler
 from tb_profiler import cache as cache_mod
+from tb_profiler import cache_folder
 from tb_profiler import cache_limit, cache_writer
 from tb_profiler.plugin.app import ProfilerApp
 from tb_profiler.plugin.state import ProfilerState
@@ -53,7 +54,7 @@ def tiny_traces(folder: Path, n: int, name=lambda i: f"w.{1700000000000 + i}.pt.
 def counted(monkeypatch):
     """Counts of the folder listings and entry header reads the cache's bookkeeping makes."""
     counts = {"listings": 0, "headers": 0}
-    real_listing, real_source = cache_limit._listing, cache_mod.entry_source
+    real_listing, real_source = cache_limit._listing, cache_limit.entry_source
 
     def listing(root):
         counts["listings"] += 1
@@ -64,7 +65,7 @@ def counted(monkeypatch):
         return real_source(path)
 
     monkeypatch.setattr(cache_limit, "_listing", listing)
-    monkeypatch.setattr(cache_mod, "entry_source", source)
+    monkeypatch.setattr(cache_limit, "entry_source", source)
     monkeypatch.setattr(cache_limit, "RELIST_SECONDS", 3600.0)
     return counts
 
@@ -103,10 +104,10 @@ def test_another_process_s_entries_are_counted_at_the_next_listing(tmp_path, mon
     cache = tmp_path / "cache"
     key = cache_mod.CacheKey("/x/a.json", 1, 1, "t", 1)
     arrays = {"a": np.zeros(4000, np.uint8)}
-    assert cache_mod.write_entry(str(cache / cache_mod.entry_name("/x/a.json")), key, arrays, ["s"], b"", {})
+    assert cache_mod.write_entry(str(cache / cache_folder.entry_name("/x/a.json")), key, arrays, ["s"], b"", {})
     one = next(cache.glob("*.tbpc")).stat().st_size
-    child = ("import sys, numpy as np; from tb_profiler import cache as c; "
-             "[c.write_entry(c.entry_path(f'/y/{i}.json', sys.argv[1]), c.CacheKey(f'/y/{i}.json', 1, 1, 't', 1), "
+    child = ("import sys, numpy as np; from tb_profiler import cache as c; from tb_profiler.cache_folder import entry_path; "
+             "[c.write_entry(entry_path(f'/y/{i}.json', sys.argv[1]), c.CacheKey(f'/y/{i}.json', 1, 1, 't', 1), "
              "{'a': np.zeros(4000, np.uint8)}, ['s'], b'', {}) for i in range(4)]")
     subprocess.run([sys.executable, "-c", child, str(cache)], check=True, cwd=ROOT)
     assert len(list(cache.glob("*.tbpc"))) == 5
@@ -114,7 +115,7 @@ def test_another_process_s_entries_are_counted_at_the_next_listing(tmp_path, mon
     assert cache_limit._ledger_of(cache).snapshot()[1] == one  # not seen yet: written elsewhere
     monkeypatch.setattr(cache_limit, "RELIST_SECONDS", 0.0)  # the listing is due
     key_b = cache_mod.CacheKey("/x/b.json", 1, 1, "t", 1)
-    assert cache_mod.write_entry(str(cache / cache_mod.entry_name("/x/b.json")), key_b, arrays, ["s"], b"", {})
+    assert cache_mod.write_entry(str(cache / cache_folder.entry_name("/x/b.json")), key_b, arrays, ["s"], b"", {})
     assert len(list(cache.glob("*.tbpc"))) == 3  # the others' entries were counted, and evicted
 
 

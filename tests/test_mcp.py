@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 
 import tb_profiler
 from tb_profiler.analysis.diagnosis import diagnosis
-from tb_profiler.mcp_server import SCHEMA_VERSION, Answers
+from tb_profiler.cli.mcp import SCHEMA_VERSION, Answers
 from tb_profiler.plugin import views
 
 TOOLS = {"runs", "overview", "why", "diff", "range_stats", "event"}

@@ -162,7 +162,7 @@ def server(request, sample_logdir, tmp_path_factory):
 
 
 def _api_trace(path: Path):
-    from tb_profiler.trace import load
+    from tb_profiler.api import load
 
     return load(path, cache=False)
 

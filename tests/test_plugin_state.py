@@ -14,7 +14,7 @@ import pytest
 from datafiles import LEGACY, SMALL_TRACES, plain_trace_copies
 from werkzeug.test import Client
 
-import tb_profiler.trace as trace_pkg
+import tb_profiler.api as api_pkg  # the plugin loads through tb_profiler.api.load
 from tb_profiler.analysis.jsonable import to_jsonable
 from tb_profiler.plugin import app as app_mod
 from tb_profiler.plugin import static
@@ -70,14 +70,14 @@ def make(tmp_path):
 
 def test_first_run_answers_while_another_is_still_loading(logdir, make, monkeypatch):
     release = threading.Event()
-    real_load = trace_pkg.load
+    real_load = api_pkg.load
 
     def slow_load(path, **kw):
         if "z_slow" in str(path):
             release.wait(30)
         return real_load(path, **kw)
 
-    monkeypatch.setattr(trace_pkg, "load", slow_load)
+    monkeypatch.setattr(api_pkg, "load", slow_load)
     monkeypatch.setattr(app_mod, "LOAD_WAIT_S", 0.3)
     app, c = make(logdir, threads=2)
     try:
@@ -263,7 +263,7 @@ def _held(path: Path) -> list[str]:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc (Linux)")
 def test_a_deleted_or_replaced_trace_is_let_go(tmp_path, make):
-    """Issue 18: a plain JSON trace's args text stays in the file (trace.args_text.FileArgs),
+    """Issue 18: a plain JSON trace's args text stays in the file (decode.args_text.FileArgs),
     so a loaded trace holds the file open; once discovery sees it deleted (or replaced by
     another file) the server closes it, and its disk space comes back without a restart."""
     from datafiles import V100_TRACE, read_bytes

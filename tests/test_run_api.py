@@ -15,7 +15,7 @@ import pytest
 
 import tb_profiler
 from tb_profiler.analysis.jsonable import to_jsonable
-from tb_profiler.trace.run import Run
+from tb_profiler.api import Run
 from datafiles import benchmark_module
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from datafiles import H100_AFTER_FIX, TENSORLIST_OPS, V100_RUN, V100_RUN_W4
 from schema_docs import CLI_SCHEMAS, NOT_JSON, collect, route_schema, schema_documents
 
 import tb_profiler
-from tb_profiler.mcp_server import SCHEMA_VERSION, Answers
+from tb_profiler.cli.mcp import SCHEMA_VERSION, Answers
 from tb_profiler.plugin import views
 from tb_profiler.plugin.app import ROUTE_PARAMS
 

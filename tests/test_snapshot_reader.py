@@ -14,10 +14,11 @@ import snapshot_fixtures as F
 
 from tb_profiler.decode import snapshot_native as N
 from tb_profiler.decode import snapshot_schema as S
-from tb_profiler.decode.snapshot import is_snapshot_head, read_snapshot
+from tb_profiler.decode.snapshot import read_snapshot
 from tb_profiler.decode.snapshot_columns import check_layout, diff, equal, resolved
 from tb_profiler.decode.snapshot_reference import read_snapshot_reference
 from tb_profiler.errors import TraceFormatError
+from tb_profiler.io.snapshot_head import is_snapshot_head
 
 MISSING = int(S.MISSING)
 

@@ -97,7 +97,7 @@ def test_load_reads_the_new_version_in_this_process_and_the_next(tmp_path, gz):
 
 
 def test_args_text_read_from_the_file_is_never_the_other_version(tmp_path):
-    """A plain trace's args stay in the file (trace.args_text.FileArgs): an entry whose
+    """A plain trace's args stay in the file (decode.args_text.FileArgs): an entry whose
     offsets belong to the old version must not be read against the new bytes."""
     p = tmp_path / "w.pt.trace.json"
     cache = tmp_path / "cache"

@@ -14,13 +14,14 @@ from test_collectives import _nccl_rank
 
 import tb_profiler
 from tb_profiler import cache as cache_mod
+from tb_profiler import cache_folder
 from tb_profiler.analysis.breakdown import breakdown
 from tb_profiler.analysis.distributed import distributed, distributed_from_summaries
 from tb_profiler.analysis.gpu import device_summary
 from tb_profiler.analysis.steps import steps
+from tb_profiler.analysis.trace_summary import FRAMES, stack
 from tb_profiler.io.read import stat_key
 from tb_profiler.summary import SUMMARY_VERSION, TraceSummary, ingest, summarize_trace, summary_for
-from tb_profiler.summary.model import FRAMES, stack
 from tb_profiler.summary.store import summary_path
 
 FACTS = ("source", "worker", "size", "mtime", "distributed_info", "base_time_ns", "device_word", "device_kinds",
@@ -120,10 +121,10 @@ def test_a_corrupt_or_stale_entry_rebuilds(tmp_path, builds, monkeypatch):
     first = summary_for(path, cache_dir=cache)
     entry = summary_path(first.source, cache)
     data = bytearray(Path(entry).read_bytes())
-    _, _, _, header_len = cache_mod._PREFIX.unpack_from(data)
-    header = json.loads(data[cache_mod._PREFIX.size:cache_mod._PREFIX.size + header_len])
+    _, _, _, header_len = cache_folder.PREFIX.unpack_from(data)
+    header = json.loads(data[cache_folder.PREFIX.size:cache_folder.PREFIX.size + header_len])
     spec = header["arrays"]["steps.2"]  # the steps' start_ns
-    data[cache_mod._pad(cache_mod._PREFIX.size + header_len) + spec["offset"]] ^= 0xFF  # the CRC says no
+    data[cache_mod._pad(cache_folder.PREFIX.size + header_len) + spec["offset"]] ^= 0xFF  # the CRC says no
     Path(entry).write_bytes(bytes(data))
     assert_same_summary(summary_for(path, cache_dir=cache), first)
     assert len(builds) == 2

@@ -142,7 +142,7 @@ def test_summaries_kept_in_a_folder_given_by_url(gloo_files, tmp_path, monkeypat
 
 
 def test_summaries_folder_unreachable_still_gives_the_summaries(gloo_files, tmp_path):
-    from tb_profiler.cache import CacheWarning
+    from tb_profiler.cache_folder import CacheWarning
 
     with pytest.warns(CacheWarning, match="nosuchproto://"):
         out = summarize_files(gloo_files[:1], jobs=1, cache_dir=tmp_path, summaries="nosuchproto://bucket/sums")

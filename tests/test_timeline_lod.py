@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import tb_profiler
 from tb_profiler.plugin import timeline as tl
+from tb_profiler.plugin import timeline_flows as flows_mod
 from tb_profiler.plugin import timeline_lod as lod_mod
 
 T0 = 1_600_000_000_000_000_000  # absolute ns, as Kineto's
@@ -379,7 +380,8 @@ def _ref_flows(trace, abs_a, abs_b, wide, max_flows):
     ts, end = trace.events["ts"], tl.timeline_index(trace).end
     stop = int(np.searchsorted(f.lo, abs_b, side="left"))
     src, dst = f.src[:stop], f.dst[:stop]
-    inside = tl._overlaps(ts[src], end[src], abs_a, abs_b) | tl._overlaps(ts[dst], end[dst], abs_a, abs_b)
+    inside = (flows_mod._overlaps(ts[src], end[src], abs_a, abs_b)
+              | flows_mod._overlaps(ts[dst], end[dst], abs_a, abs_b))
     sel = np.flatnonzero(inside)
     total = len(sel)
     if total > max_flows:  # only flows with an end drawn, both ends first
@@ -387,7 +389,7 @@ def _ref_flows(trace, abs_a, abs_b, wide, max_flows):
         order = np.argsort(-drawn, kind="stable")
         order = order[drawn[order] > 0]
         sel = np.sort(sel[order[:max_flows]])
-    return tl._flow_dicts(trace, f, sel), total
+    return flows_mod._flow_dicts(trace, f, sel), total
 
 
 def test_range_max_reads_any_range():

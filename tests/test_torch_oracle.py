@@ -24,7 +24,7 @@ import pytest
 from tb_profiler.analysis.keyavg import key_averages, table
 from tb_profiler.analysis.operators import operators
 from tb_profiler.analysis.stacks import stack_frames
-from tb_profiler.trace import load
+from tb_profiler.api import load
 
 torch = pytest.importorskip("torch")
 

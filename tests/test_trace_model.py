@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from tb_profiler.decode.args_text import FileArgs, resident_nbytes
 from tb_profiler.errors import TraceFormatError
 from tb_profiler.io.read import read_trace_bytes, stat_key
 from tb_profiler.trace import KIND_NAMES, Kind, Trace, load
-from tb_profiler.trace.args_text import FileArgs, resident_nbytes
 
 
 def write(tmp_path, events, name="t.pt.trace.json", gz=False, **top):

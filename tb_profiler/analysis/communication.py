@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 
+from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.shared import compute, frozen, name_map
 from tb_profiler.analysis.steps import valid_times
@@ -78,6 +79,6 @@ def comm_kernels(trace) -> np.ndarray:
     kernel = compute(trace)
     by_name = name_flags(trace, lambda n: _KERNEL_RE.search(n) is not None, kernel)  # kernels' names only
     ext = ev["external_id"]
-    ids = np.unique(ext[comm_calls(trace) & (ext != MISSING_INT)])
+    ids = unique_ints(ext[comm_calls(trace) & (ext != MISSING_INT)])
     by_call = np.isin(ext, ids) & (ext != MISSING_INT) if len(ids) else np.zeros(len(ext), dtype=bool)
     return kernel & (by_name | by_call)

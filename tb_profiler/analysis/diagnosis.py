@@ -95,7 +95,7 @@ def _verdict_of(trace) -> dict[str, Any]:
         figures["largest"] = host
         return _verdict("host", f"CPU-only trace: the step ({fmt_ns(step)}) is host time; {_cost(host)}, is its largest "
                         "cost.", figures, {"view": "Operator", "section": "Operators", **where})
-    idle = idle_time(trace)["devices"]
+    idle = idle_time.shared(trace)["devices"]  # read only: the kept result, not a copy
     total = idle[idle["step"] == -1]
     if len(total):
         share = total["idle_ns"] / total["window_ns"].clip(lower=1)

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.breakdown import CATEGORIES, LABELS, NS_COLUMNS
-from tb_profiler.summary.model import stack
+from tb_profiler.analysis.summarize import summarize_trace
+from tb_profiler.analysis.trace_summary import TraceSummary, stack
 
 __all__ = ["KERNEL_SUMS", "MODULE_SUMS", "OPERATOR_SUMS", "by_change", "diff"]
 
@@ -44,8 +45,6 @@ MODULE_SUMS = ("calls", "host_self_ns", "host_total_ns", "device_self_ns", "devi
 def _summaries(side) -> list:
     """A side as a list of TraceSummaries: a Trace or a TraceSummary, a sequence of them, or
     anything with summaries() (a Run: its workers' latest spans)."""
-    from tb_profiler.summary import TraceSummary, summarize_trace
-
     if side is None:
         return []
     if hasattr(side, "events") or isinstance(side, TraceSummary):

@@ -79,7 +79,8 @@ from tb_profiler.analysis.hosts import pg_scopes, scope_split, with_scope
 from tb_profiler.analysis.intervals import covered_in, intersect, merge_intervals
 from tb_profiler.analysis.matching import INSTANCE_COLUMNS, group_instances, instances, match_notes, waits
 from tb_profiler.analysis.advice_text import fmt_ns
-from tb_profiler.summary.model import stack
+from tb_profiler.analysis.summarize import summarize_trace
+from tb_profiler.analysis.trace_summary import stack
 
 __all__ = ["CLOCK_COLUMNS", "COLLECTIVE_COLUMNS", "DTYPE_BYTES", "EXCLUDED_COLUMNS", "INSTANCE_COLUMNS",
            "RANK_COLUMNS", "STEP_COLUMNS", "collectives", "comm_calls", "comm_kernels", "distributed",
@@ -99,10 +100,8 @@ _UNKNOWN_IF_MIXED = ("overlap_ns", "other_ns")  # null where host and device tim
 
 
 def distributed(traces: Sequence) -> dict:
-    """``distributed_from_summaries`` over the traces' summaries (tb_profiler.summary): one
+    """``distributed_from_summaries`` over the traces' summaries (analysis.summarize): one
     definition of every cross-rank number, whether the traces are in memory or not."""
-    from tb_profiler.summary import summarize_trace
-
     return distributed_from_summaries([summarize_trace(t) for t in traces])
 
 

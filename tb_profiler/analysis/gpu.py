@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
+from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.links import host_parent, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.shared import compute, device_work, frozen, name_mask
@@ -72,7 +73,7 @@ def device_summary(trace) -> pd.DataFrame:
 def _device_summary(trace) -> pd.DataFrame:
     did = device_ids(trace)
     work = device_work(trace) & (did >= 0)
-    ids = np.unique(did[work])
+    ids = unique_ints(did[work])
     if not len(ids):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
     win = window(trace)
@@ -162,7 +163,7 @@ def _has_marked_descendant(trace, marked: np.ndarray) -> np.ndarray:
     cur = parent[np.flatnonzero(marked)]
     cur = cur[cur >= 0]
     while len(cur):
-        cur = np.unique(cur[~out[cur]])
+        cur = unique_ints(cur[~out[cur]])
         out[cur] = True
         cur = parent[cur]
         cur = cur[cur >= 0]

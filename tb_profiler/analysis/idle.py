@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
-from tb_profiler.analysis.keys import factorize
+from tb_profiler.analysis.keys import factorize, unique_ints
 from tb_profiler.analysis.links import launch
 from tb_profiler.analysis.memo import per_trace, per_trace_result
 from tb_profiler.analysis.steps import step_notes, steps, valid_times
@@ -144,7 +144,7 @@ def idle_time(trace, *, kernel_wait_ns: int = DEFAULT_KERNEL_WAIT_NS) -> dict:
     per_kind = np.zeros((n_tl, n_win, 3), dtype=np.int64)
     np.add.at(per_kind, (tl, win, kind), dur)
     gaps = np.zeros(n_tl * n_win, dtype=np.int64)
-    pairs = np.unique(st * n_win + win)
+    pairs = unique_ints(st * n_win + win)
     np.add.at(gaps, raw.st_tl[pairs // n_win] * n_win + pairs % n_win, 1)
     gaps = gaps.reshape(n_tl, n_win)
 
@@ -161,7 +161,7 @@ def idle_time(trace, *, kernel_wait_ns: int = DEFAULT_KERNEL_WAIT_NS) -> dict:
         "device": raw.tl_device[tl][order], "stream": raw.tl_stream[tl][order], "step": raw.step[win][order],
         "start_ns": lo[order], "end_ns": hi[order], "dur_ns": dur[order],
         "kind": np.array(KINDS, dtype=object)[kind][order]})[GAP_COLUMNS]
-    unknown = np.unique(st[raw.st_unknown[st] & dev_level[tl]])
+    unknown = unique_ints(st[raw.st_unknown[st] & dev_level[tl]])
     if len(unknown):
         out["notes"].append(f"{len(unknown)} device-level gap(s) end at work whose launch call is not in the trace: "
                             "when it was issued is unknown, so none of their time is counted as host wait "

@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.trace.arg_values import arg_numbers, arg_strings
+from tb_profiler.trace.arg_values import arg_numbers, arg_strings, keys_mentioned
 from tb_profiler.trace.roles import Role
 
 __all__ = ["FIELD_COLUMNS", "SAMPLE", "kernel_fields", "with_kernel_fields"]
@@ -87,13 +88,14 @@ def kernel_fields(trace) -> pd.DataFrame:
         return pd.DataFrame({"name": pd.Series(dtype=object)})
     sample, first = _sample(trace, rows)
     firsts = sample[first]
+    mentioned = keys_mentioned(trace, firsts, _PROBES)  # one read of the texts: most traces lack them all
     present = [c for key, cols in _PROBES.items()
-               if pd.notna(pd.Series(_read(trace, firsts, key, key == "limitingFactors"), dtype=object)).any()
+               if key in mentioned and pd.notna(pd.Series(_read(trace, firsts, key, key == "limitingFactors"), dtype=object)).any()
                for c in cols]
     if not present:
         return pd.DataFrame({"name": pd.Series(dtype=object)})
     names = ev["name"][sample].astype(np.int64)
-    ids = np.unique(names)
+    ids = unique_ints(names)
     out = {"name": trace.str(ids)}
     for col in present:  # at most eight keys, each one pass over the sample
         key, text = FIELDS[col]

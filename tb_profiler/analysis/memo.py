@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import inspect
 import sys
 import weakref
 from typing import Callable, TypeVar
@@ -92,12 +93,15 @@ def per_trace_args(fn: Callable[..., T]) -> Callable[..., T]:
     """Cache fn(trace, *args, **kwargs) per trace and per arguments (hashable: a group-by
     name, a flag), for as long as the trace lives. For small results that several routes
     ask for (a table grouped by name serves its pie chart and its table): the caller
-    hands out copies when a result can be changed."""
+    hands out copies when a result can be changed. The key is the arguments as fn sees
+    them (defaults filled in), so ``f(trace)`` and ``f(trace, x=<its default>)`` share
+    one result."""
+    key_of = _arguments_key(fn)
 
     @functools.wraps(fn)
     def wrapper(trace, *args, **kwargs) -> T:
         memo = _CACHE.setdefault(trace, {})
-        key = (f"{fn.__module__}.{fn.__qualname__}", args, tuple(sorted(kwargs.items())))
+        key = key_of(args, kwargs)
         if key not in memo:
             memo[key] = fn(trace, *args, **kwargs)
             _grew(trace)
@@ -120,4 +124,31 @@ def per_trace_result(fn: Callable[..., T]) -> Callable[..., T]:
             return fn(trace, *args, **kwargs)
         return copy.deepcopy(cached(trace, *args, **kwargs))
 
+    # The kept result itself, for an analysis that only reads it (no copy): never change it.
+    wrapper.shared = cached
     return wrapper
+
+
+def _arguments_key(fn: Callable) -> Callable[[tuple, dict], tuple]:
+    """key(args, kwargs): fn's name and its arguments after the trace, defaults filled in;
+    arguments fn does not take: as given (fn raises on the call)."""
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # pragma: no cover - a callable without a signature
+        sig = None
+    var_kw = next((p.name for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD), None) if sig else None
+
+    def key(args: tuple, kwargs: dict) -> tuple:
+        if sig is not None:
+            try:
+                bound = sig.bind(None, *args, **kwargs)
+            except TypeError:
+                pass
+            else:
+                bound.apply_defaults()
+                items = tuple(bound.arguments.items())[1:]
+                return (name, tuple((k, tuple(sorted(v.items())) if k == var_kw else v) for k, v in items))
+        return (name, args, tuple(sorted(kwargs.items())))
+
+    return key

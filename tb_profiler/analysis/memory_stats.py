@@ -26,14 +26,14 @@ import pandas as pd
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import nearest_ancestor
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.memory import (
+from tb_profiler.analysis.memory_records import (
     Records,
-    _select,
-    _sort_devices,
     memory_op_parent,
     memory_ops,
     memory_records,
     record_ops,
+    select_records,
+    sort_devices,
 )
 from tb_profiler.analysis.shared import name_map
 
@@ -100,7 +100,7 @@ def memory_stats(trace, device: str | None = None, start_ns: int | None = None,
     metric zero are left out.  Sorted per device by self_allocation_size, largest first.
     """
     rec = memory_records(trace)
-    sel = _select(rec, device, start_ns, end_ns)
+    sel = select_records(rec, device, start_ns, end_ns)
     ops = record_ops(trace)
     sel = sel[ops[sel] >= 0]
     if not len(sel):
@@ -163,7 +163,7 @@ def _stats_table(trace, rec: Records, df: pd.DataFrame, start_ns, end_ns) -> pd.
 def _device_order_key(col: pd.Series) -> pd.Series:
     if col.name != "device":
         return col
-    order = {d: i for i, d in enumerate(_sort_devices(col.unique()))}
+    order = {d: i for i, d in enumerate(sort_devices(col.unique()))}
     return col.map(order)
 
 

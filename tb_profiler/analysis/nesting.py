@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_profiler import _native
+from tb_profiler.decode.extension import extension
+
+_native = extension()  # the nesting walks are C
 
 
 def parents(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from tb_profiler import cache as _cache
+from tb_profiler import cache_folder as _folder
 from tb_profiler import cache_writer as _writer
 from tb_profiler.analysis.memo import _CACHE
 
@@ -60,7 +61,7 @@ def part_entry(trace, part: str) -> "tuple[str, _cache.CacheKey] | None":
     entry_file, key = ref
     folder = os.path.dirname(entry_file)
     part = f"{part}/{code_version()}"
-    return (_cache.entry_path(f"{key.source}#{part}", folder), dataclasses.replace(key, part=part))
+    return (_folder.entry_path(f"{key.source}#{part}", folder), dataclasses.replace(key, part=part))
 
 
 def per_trace_stored(name: str, version: int, dump: Dump, load: Load):

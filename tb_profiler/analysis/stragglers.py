@@ -152,7 +152,7 @@ def _long_operators(result: dict, summaries: list, ranks: list[int], top: int) -
     """Per late rank, the operators whose self time per step most exceeds the median rank's
     (self time: a wrapper that only calls the slow operator does not hide it)."""
     from tb_profiler.analysis.communication import is_comm_name
-    from tb_profiler.summary.model import stack
+    from tb_profiler.analysis.trace_summary import stack
 
     by_worker = {s.worker: s for s in summaries if not isinstance(s, BaseException)}
     rank_rows = result["ranks"]

@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from tb_profiler.decode import schema
+from tb_profiler.decode.extension import extension
 from tb_profiler.decode.schema import Decoded
 from tb_profiler.errors import TraceFormatError
 
@@ -62,8 +63,7 @@ def _native():
     and checked once against the schema: a mismatch is a build from other sources."""
     global _native_module
     if _native_module is None:
-        from tb_profiler import _native as native
-
+        native = extension()
         dense = {name: _FORMAT_DTYPE[fmt] for name, fmt in native.DENSE_COLUMNS}
         sparse = {name: _FORMAT_DTYPE[fmt] for name, fmt in native.SPARSE_COLUMNS}
         if (dense != schema.dense_dtypes() or sparse != schema.sparse_dtypes()

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from tb_profiler.decode import snapshot_schema as S
+from tb_profiler.decode.extension import extension
 from tb_profiler.decode.snapshot_columns import SnapshotColumns
 from tb_profiler.errors import TraceFormatError
 
@@ -33,7 +34,7 @@ class NativeUnsupported(TraceFormatError):
 
 def _module():
     try:
-        from tb_profiler import _native
+        _native = extension()
     except ImportError:
         return None
     return _native if hasattr(_native, "read_snapshot") else None

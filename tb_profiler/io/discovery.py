@@ -42,6 +42,7 @@ import stat as _stat
 from dataclasses import dataclass, field
 
 from tb_profiler.io.read import INFLATE_ERRORS, LINK_LOOP, is_link_loop, is_url, local_tag, read_head, remote_identity
+from tb_profiler.io.snapshot_head import HEAD_BYTES, is_snapshot_head
 
 __all__ = ["SNIFF_BYTES", "TRACE_NAME_RE", "Discovery", "RunInfo", "SkippedFile", "SnapshotFile", "Sniff", "SpanFile",
            "classify_head", "discover", "natural_key", "parse_trace_name", "sniff", "sniff_snapshot", "worker_name"]
@@ -241,7 +242,6 @@ def _duplicate(other: str) -> str:
 
 
 # Memory snapshots (issue 20): pickles told apart by their head, never unpickled here.
-SNAPSHOT_HEAD_BYTES = 4096  # decode.snapshot.HEAD_BYTES: the top dict's first key lies within it
 PICKLE_SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pkl.gz")
 PICKLE_COMPANIONS = ("kernel_annotations_rank*.pkl",)  # analysis.graph_annotations reads these beside a trace
 NOT_SNAPSHOT = ("a pickle, but not a PyTorch memory snapshot (no 'segments' or 'device_traces' at its start); "
@@ -256,12 +256,10 @@ def _is_pickle(name: str) -> bool:
 
 @functools.lru_cache(maxsize=1 << 12)
 def sniff_snapshot(path: str, size: int, mtime: float, tag: str = "") -> bool:
-    """Whether the pickle at path is a memory snapshot, from its first SNAPSHOT_HEAD_BYTES
+    """Whether the pickle at path is a memory snapshot, from its first HEAD_BYTES
     (inflated for .gz), remembered per version of the file as ``sniff`` is. Raises OSError
     or INFLATE_ERRORS (not remembered)."""
-    from tb_profiler.decode.snapshot import is_snapshot_head  # a look at bytes only: nothing is unpickled
-
-    return is_snapshot_head(read_head(path, SNAPSHOT_HEAD_BYTES))
+    return is_snapshot_head(read_head(path, HEAD_BYTES))
 
 
 def _looks_like_trace(name: str) -> bool:

@@ -13,7 +13,7 @@ and loading N files costs N loads (nothing per load grows with the number of fil
 
 A file discovery no longer sees (deleted), or sees as another version, is released:
 its trace leaves the LRU and the trace's hold on the file (a plain JSON trace's args text
-is read from the file: ``trace.args_text.FileArgs``) is closed at once, so a deleted
+is read from the file: ``decode.args_text.FileArgs``) is closed at once, so a deleted
 file's disk space comes back without waiting for the last reference to the trace.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from tb_profiler.analysis import memo
-from tb_profiler.trace.args_text import FileArgs, resident_nbytes
+from tb_profiler.decode.args_text import FileArgs, resident_nbytes
 
 logger = logging.getLogger("tb_profiler.plugin")
 
@@ -217,7 +217,7 @@ class Loading:
 
     def _load(self, entry: FileEntry) -> None:
         from tb_profiler.errors import TraceFormatError
-        from tb_profiler.trace import load
+        from tb_profiler.api import load
 
         trace, error = None, None
 
@@ -328,7 +328,7 @@ class Loading:
                     return item[0]
         # Evicted as soon as loaded (a memory cap smaller than the traces in use): load
         # this one outside the LRU rather than loop.
-        from tb_profiler.trace import load
+        from tb_profiler.api import load
 
         try:
             return load(entry.path, cache=self.cache, cache_dir=self.cache_dir)

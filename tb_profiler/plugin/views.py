@@ -199,7 +199,7 @@ def kernel_tc(trace) -> dict:
 
 # -- memory --------------------------------------------------------------------------------
 def _device(trace, device: str | None) -> tuple[list[str], str | None]:
-    from tb_profiler.analysis.memory import devices
+    from tb_profiler.analysis.memory_records import devices
 
     devs = list(devices(trace))
     if device is not None and device not in devs:
@@ -320,7 +320,8 @@ def memory_stats(trace, device: str | None, start_ns: int | None, end_ns: int | 
 
 
 def memory_curve(trace, start_ns: int | None, end_ns: int | None, max_points: int) -> dict:
-    from tb_profiler.analysis.memory import devices, memory_notes, memory_peaks
+    from tb_profiler.analysis.memory import memory_notes, memory_peaks
+    from tb_profiler.analysis.memory_records import devices
     from tb_profiler.analysis.memory import memory_curve as _curve
 
     t0 = origin(trace)
@@ -432,7 +433,7 @@ class RunSummaries:
 def run_summaries(items: Iterable) -> RunSummaries:
     """A RunSummaries over TraceSummaries or Traces (summarized: one definition of every
     number, whether the traces are in memory or not)."""
-    from tb_profiler.summary import summarize_trace
+    from tb_profiler.analysis.summarize import summarize_trace
 
     return RunSummaries([x if hasattr(x, "has_memory") or isinstance(x, BaseException) else summarize_trace(x)
                          for x in items])

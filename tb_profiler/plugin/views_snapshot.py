@@ -216,7 +216,7 @@ def operator_at(trace, time_us: int) -> dict:
     """The innermost operator running at wall-clock time_us in the trace (the latest-starting
     cpu_op containing it, as analysis.memory counts operators), or null; and the trace's
     wall-clock extent, so the caller can tell whether the trace covers the snapshot."""
-    from tb_profiler.analysis.memory import memory_ops
+    from tb_profiler.analysis.memory_records import memory_ops
     from tb_profiler.plugin.timeline import origin, wall_origin
 
     t0, wall0 = origin(trace), wall_origin(trace)
@@ -269,7 +269,7 @@ class SnapshotRoutes:
 
     def _file(self, p) -> tuple[str, Any]:
         """(shown name, SnapshotFile) that run + snapshot name: one discovery found, else 404."""
-        from tb_profiler.plugin.app import ApiError
+        from tb_profiler.plugin.params import ApiError
 
         run = p.text("run", required=True)
         self.app._run_entries(run)  # 404 for an unknown run
@@ -284,7 +284,7 @@ class SnapshotRoutes:
 
     def _snapshot(self, shown: str, f) -> Any:
         """The loaded Snapshot of file f (loading it on the pool, once at a time per version)."""
-        from tb_profiler.plugin.app import ApiError
+        from tb_profiler.plugin.params import ApiError
 
         key = (f.path, f.size, f.mtime, f.tag)
         try:
@@ -351,7 +351,7 @@ class SnapshotRoutes:
         p = self.app.params(request)
         time_us = p.integer("time_us", None, *_I64)
         if time_us is None:
-            from tb_profiler.plugin.app import ApiError
+            from tb_profiler.plugin.params import ApiError
 
             raise ApiError(400, "missing query parameter 'time_us'")
         return self.app.one(request, operator_at, time_us)

@@ -5,7 +5,8 @@
 
 The reader (tb_profiler.decode.snapshot) turns the pickle into columns; this package
 answers questions over them (replay: the history; state: segments and blocks at a
-point; oom: OOM triage; cache: the on-disk cache; cli: ``tb-profiler snapshot``).
+point; oom: OOM triage; cache: the on-disk cache).  ``tb-profiler snapshot`` prints it
+(tb_profiler/cli/snapshot.py); this package never imports the CLI.
 """
 from __future__ import annotations
 

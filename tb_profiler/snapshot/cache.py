@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from tb_profiler import cache as _cache
+from tb_profiler import cache_folder as _folder
 from tb_profiler.decode import snapshot_schema as S
 from tb_profiler.snapshot.model import Snapshot
 from tb_profiler.snapshot.replay import DeviceHistory
@@ -154,7 +155,7 @@ def load_snapshot(path: str | os.PathLike, *, cache: bool = True, cache_dir: str
         try:
             size, mtime = stat_key(path)
             key = _cache.CacheKey(source, size, mtime, f"snapshot:{_SCHEMA_DIGEST}", CACHE_VERSION, part=_PART)
-            entry_file = _cache.entry_path(f"{source}#{_PART}", cache_dir)
+            entry_file = _folder.entry_path(f"{source}#{_PART}", cache_dir)
             hit = _cache.read_entry(entry_file, key, on_damage=lambda: _fresh_arrays(path))
         except (OSError, ValueError):
             key = hit = None

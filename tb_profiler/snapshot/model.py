@@ -9,10 +9,9 @@ alloc / free_completed sizes, plus what was already live when the history starts
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tb_profiler.decode.snapshot_schema import ACTIONS, BLOCK_STATES, MISSING
 from tb_profiler.snapshot.replay import (
@@ -22,6 +21,9 @@ from tb_profiler.snapshot.replay import (
     position_at,
 )
 from tb_profiler.snapshot.state import account, end_state, state_at
+
+if TYPE_CHECKING:  # annotations only: pandas is imported where a DataFrame is built
+    import pandas as pd
 
 TOP_ALLOCATIONS = 5000
 _TOTAL_KEYS = ("reserved_bytes", "allocated_bytes", "active_bytes", "free_external_bytes", "free_internal_bytes")
@@ -160,6 +162,8 @@ class Snapshot:
             peak = {"time_us": None, "allocated_bytes": h.allocated_at(lo - 1), "entry": None}
         over = np.flatnonzero(h.in_timeline & (h.start <= hi) & (h.end > lo)) if len(pos) else np.zeros(0, np.int64)
         order = largest_first(over, h.size[over], TOP_ALLOCATIONS)
+        import pandas as pd  # on use: importing tb_profiler.snapshot does not import pandas
+
         allocs = pd.DataFrame({
             "addr": h.addr[order], "size": h.size[order], "stream": h.stream[order],
             "start_us": self._times(h, h.start[order]), "end_us": self._times(h, h.end[order]),
@@ -196,6 +200,8 @@ class Snapshot:
         return self._state_frames(segs, blocks)
 
     def _state_frames(self, segs: dict, blocks: dict) -> dict:
+        import pandas as pd
+
         acc = account(segs, blocks)
         pool = np.where(segs["pool_a"] == MISSING, None,
                         pd.Series(segs["pool_a"]).astype(str) + "," + pd.Series(segs["pool_b"]).astype(str))
@@ -239,6 +245,8 @@ class Snapshot:
         count = np.bincount(inv, minlength=len(uniq))
         order = np.lexsort((uniq, -total))[:max(int(top), 0)]
         ids = uniq[order]
+        import pandas as pd
+
         return pd.DataFrame({"stack": ids.astype(np.int64), "frames": [self.frames_text(int(s)) for s in ids],
                              "bytes": total[order], "count": count[order].astype(np.int64)})
 
@@ -302,6 +310,8 @@ def _totals(segs: dict, acc: dict) -> dict:
 def _bucketed(h: DeviceHistory, pos: np.ndarray, max_points: int) -> pd.DataFrame:
     """The curve at positions pos, at most max_points rows: each bucket's highest
     allocated (and reserved) bytes at the bucket's first time."""
+    import pandas as pd
+
     t = h.time_us[pos] if h.has_time else pos
     if len(pos) <= max_points:
         return pd.DataFrame({"time_us": t, "allocated_bytes": h.allocated[pos], "reserved_bytes": h.reserved[pos],

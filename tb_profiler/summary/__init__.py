@@ -1,38 +1,24 @@
-"""Per-trace summaries: the stage between trace/ and the run-level analyses.
+"""Per-trace summaries of files: the stage between trace/ and the run (tb_profiler.api).
 
-    trace files -> Trace (trace/) -> TraceSummary (summary/) -> distributed, diff, run views
+    trace files -> Trace (trace/) -> TraceSummary (analysis.summarize) -> kept (summary/)
+                -> Run.distributed(), diff, run views (api/, plugin/)
 
 A run of many ranks is never held in memory as events: each trace file is reduced once
-to a summary of kilobytes (model.py: what it holds; build.py: how), kept on disk beside
+to a summary of kilobytes (analysis.trace_summary: what it holds; analysis.summarize:
+how; both in analysis/ because the run-level analyses read them), kept on disk beside
 its cached columns (store.py), built for many files by a process pool or a Dask cluster
 (pool.py), and the run-level analyses read summaries only.
 
     summaries = tb_profiler.summarize("log/ddp_run", jobs=8)
     tb_profiler.analysis.distributed.distributed_from_summaries(summaries)
+
+The summary's type and builder are importable from here too, as this package's names.
 """
 from __future__ import annotations
 
-import os
-
-from tb_profiler.summary.build import summarize_trace
+from tb_profiler.analysis.summarize import summarize_trace
+from tb_profiler.analysis.trace_summary import SUMMARY_VERSION, SummaryWarning, TraceSummary
 from tb_profiler.summary.ingest import summary_for
-from tb_profiler.summary.model import SUMMARY_VERSION, SummaryWarning, TraceSummary
 from tb_profiler.summary.pool import summarize_files
 
-__all__ = ["SUMMARY_VERSION", "SummaryWarning", "TraceSummary", "summarize", "summarize_files", "summarize_trace",
-           "summary_for"]
-
-
-def summarize(run_path: str | os.PathLike, *, span: int | None = None, jobs: int | None = None, dask=None,
-              cache_dir: str | os.PathLike | None = None,
-              summaries: str | os.PathLike | None = None) -> list[TraceSummary]:
-    """The summaries of every worker's trace of one span of a run folder (local or URL).
-
-    span: 1-based span index (default: each worker's latest).  jobs, dask, cache_dir,
-    summaries: as ``summarize_files``.  A file that cannot be summarized is left out with a
-    SummaryWarning naming it and why.  Raises FileNotFoundError / ValueError as
-    ``tb_profiler.load_run`` does for a folder without traces or with several runs.
-    """
-    from tb_profiler.trace.run import load_run
-
-    return load_run(run_path, cache_dir=cache_dir, summaries=summaries).summaries(span, jobs=jobs, dask=dask)
+__all__ = ["SUMMARY_VERSION", "SummaryWarning", "TraceSummary", "summarize_files", "summarize_trace", "summary_for"]

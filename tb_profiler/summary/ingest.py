@@ -9,9 +9,9 @@ import dataclasses
 import os
 import time
 
+from tb_profiler.analysis.summarize import default_worker, summarize_trace
+from tb_profiler.analysis.trace_summary import TraceSummary
 from tb_profiler.io.read import source_id, stat_key
-from tb_profiler.summary.build import default_worker, summarize_trace
-from tb_profiler.summary.model import TraceSummary
 from tb_profiler.summary.store import read_summary, summary_key, write_summary
 
 __all__ = ["stored_summary", "summary_for"]

@@ -18,9 +18,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from tb_profiler.analysis.trace_summary import TraceSummary
 from tb_profiler.io.read import source_id
 from tb_profiler.summary.ingest import stored_summary, summary_for
-from tb_profiler.summary.model import TraceSummary
 from tb_profiler.summary.procs import WorkerDied, run_tasks
 from tb_profiler.summary.store import summary_key, write_summary
 

@@ -58,10 +58,10 @@ class WorkerDied(RuntimeError):
 
 
 def _package_root() -> str:
-    """The folder holding this tb_profiler, first on the workers' path: they run this code."""
-    import tb_profiler
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(tb_profiler.__file__)))
+    """The folder holding this tb_profiler, first on the workers' path: they run this code
+    (from this file's place, tb_profiler/summary/procs.py: the package root is imported by
+    nothing below it, it imports them)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _Worker:

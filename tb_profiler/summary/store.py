@@ -17,9 +17,10 @@ import warnings
 import numpy as np
 
 from tb_profiler import cache as _cache
+from tb_profiler import cache_folder as _folder
 from tb_profiler import decode as _decode
 from tb_profiler.io.read import is_url, local_path
-from tb_profiler.summary.model import SUMMARY_VERSION, TraceSummary, from_arrays, to_arrays
+from tb_profiler.analysis.trace_summary import SUMMARY_VERSION, TraceSummary, from_arrays, to_arrays
 from tb_profiler.trace.build import MODEL_VERSION
 
 __all__ = ["SUBDIR", "read_summary", "summaries_dir", "summary_key", "summary_path", "write_summary"]
@@ -32,15 +33,15 @@ def summaries_dir(cache_dir: str | os.PathLike | None = None, summaries: str | o
     ``summaries`` folder of the cache folder."""
     if summaries:
         return os.fspath(summaries)
-    return os.path.join(_cache.cache_dir(cache_dir), SUBDIR)
+    return os.path.join(_folder.cache_dir(cache_dir), SUBDIR)
 
 
 def summary_path(source: str, cache_dir: str | os.PathLike | None = None,
                  summaries: str | os.PathLike | None = None) -> str:
     folder = summaries_dir(cache_dir, summaries)
     if is_url(folder):
-        return folder.rstrip("/") + "/" + _cache.entry_name(source)
-    return os.path.join(local_path(folder), _cache.entry_name(source))
+        return folder.rstrip("/") + "/" + _folder.entry_name(source)
+    return os.path.join(local_path(folder), _folder.entry_name(source))
 
 
 def summary_key(source: str, size: int, mtime: int | str | None) -> _cache.CacheKey:
@@ -95,5 +96,5 @@ def _write_url(url: str, chunks: list) -> bool:
         fs.pipe_file(path, b"".join(bytes(c) for c in chunks))
         return True
     except Exception as exc:  # noqa: BLE001 - the summary is still returned, just not kept
-        warnings.warn(f"tb_profiler: summary not stored ({url}: {exc})", _cache.CacheWarning, stacklevel=3)
+        warnings.warn(f"tb_profiler: summary not stored ({url}: {exc})", _folder.CacheWarning, stacklevel=3)
         return False

@@ -8,7 +8,7 @@ here the args text of the wanted rows is gathered with numpy into one buffer (ro
 separated by NUL, which JSON text never holds raw) and the key is found by one regular
 expression per row with pandas' vectorized string methods.  The text is read in windows
 of at most ``WINDOW`` bytes of the args store, so a trace whose args live in its file or
-in compressed cache blocks (``trace.args_text``) is never read whole at once.
+in compressed cache blocks (``decode.args_text``) is never read whole at once.
 
 The first occurrence of the key in the row's args wins (Kineto writes flat args objects);
 a value is a JSON string (unescaped) or a number (one written as a string, ``"size":
@@ -20,9 +20,8 @@ import json
 import re
 
 import numpy as np
-import pandas as pd
 
-__all__ = ["WINDOW", "arg_numbers", "arg_strings"]
+__all__ = ["WINDOW", "arg_numbers", "arg_strings", "keys_mentioned"]
 
 WINDOW = 64 << 20  # bytes of the args store read at once
 _STRING = r'"((?:[^"\\]|\\.)*)"'
@@ -32,6 +31,8 @@ _NUMBER = r'"?(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"?'
 def arg_strings(trace, rows: np.ndarray, key: str) -> np.ndarray:
     """Object array: the string value of ``key`` in each row's args (None where absent
     or not a string)."""
+    import pandas as pd  # on use: the trace layer never imports pandas with its modules
+
     out = _extract(trace, rows, key, _STRING)
     escaped = np.flatnonzero(pd.Series(out, dtype=object).str.contains("\\", regex=False).fillna(False).to_numpy())
     for i in escaped.tolist():  # only values with a JSON escape, rare
@@ -42,8 +43,23 @@ def arg_strings(trace, rows: np.ndarray, key: str) -> np.ndarray:
 def arg_numbers(trace, rows: np.ndarray, key: str) -> np.ndarray:
     """float64 array: the numeric value of ``key`` in each row's args (NaN where absent or
     not a number)."""
+    import pandas as pd
+
     found = _extract(trace, rows, key, _NUMBER)
     return pd.to_numeric(pd.Series(found, dtype=object), errors="coerce").to_numpy(np.float64)
+
+
+def keys_mentioned(trace, rows: np.ndarray, keys) -> set[str]:
+    """The keys of ``keys`` whose quoted name occurs in some row's args text (one read of
+    the texts for all of them). A key not among them has no value in any of these rows:
+    ``arg_strings`` and ``arg_numbers`` find none."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return _mentioned(_texts(trace, rows), keys) if len(rows) else set()
+
+
+def _mentioned(texts: list[str], keys) -> set[str]:
+    joined = "\x00".join(texts)  # no key holds a NUL: no match across two rows
+    return {k for k in keys if '"' + k + '"' in joined}
 
 
 def _extract(trace, rows: np.ndarray, key: str, value: str) -> np.ndarray:
@@ -53,6 +69,10 @@ def _extract(trace, rows: np.ndarray, key: str, value: str) -> np.ndarray:
         return out
     pattern = r'(?<!\\)"' + re.escape(key) + r'"\s*:\s*' + value
     texts = _texts(trace, rows)
+    if not _mentioned(texts, (key,)):  # the pattern needs the quoted key: no row can match
+        return out
+    import pandas as pd
+
     found = pd.Series(texts, dtype=object).str.extract(pattern, expand=False)
     out[:] = found.where(found.notna(), None).to_numpy(dtype=object)
     return out

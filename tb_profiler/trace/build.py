@@ -82,16 +82,17 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
     row_dtype = np.int32 if n < 2**31 else np.int64
     arrays: dict[str, np.ndarray] = {}
     phase_counts: dict[str, int] = {}
-    if n:
-        vals, counts = np.unique(ph, return_counts=True)
-        phase_counts = {(chr(v) if v else ""): int(c) for v, c in zip(vals.tolist(), counts.tolist())}
+    if n:  # ph is one byte: counted, not sorted
+        counts = np.bincount(ph, minlength=256)
+        vals = np.flatnonzero(counts)
+        phase_counts = {(chr(v) if v else ""): int(c) for v, c in zip(vals.tolist(), counts[vals].tolist())}
 
     bad_top = checked_toplevel(decoded.toplevel)[1]
     sparse_types = sparse_dtypes()
     dropped: dict[str, tuple[int, int]] = {}
     no_dur = 0
     for table, phases in PHASES.items():
-        mask = np.isin(ph, np.frombuffer(phases, dtype=np.uint8))
+        mask = _byte_lookup(phases)[ph]
         rows = np.flatnonzero(mask)
         ts = dense["ts"][rows]
         dur = None
@@ -106,7 +107,7 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
             if dur is not None:
                 no_dur = int(dur_missing[keep].sum())
         if table == "events":
-            order = np.lexsort((-dur, ts))             # by start, longest (outermost) first
+            order = _by_start_longest_first(ts, dur)  # by start, longest (outermost) first
             dur = dur[order]
         else:
             order = np.argsort(ts, kind="stable")
@@ -151,6 +152,32 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
         "repaired": {k: v for k, v in (("dur_missing", no_dur), ("toplevel_fields", len(bad_top))) if v},
     }
     return TraceState(arrays, strings, _detach_blob(decoded.args_blob, buf), meta)
+
+
+def _byte_lookup(values: bytes) -> np.ndarray:
+    """A 256-entry mask, True at the given byte values (``lut[ph]``: ``np.isin`` without a sort)."""
+    lut = np.zeros(256, dtype=bool)
+    lut[np.frombuffer(values, dtype=np.uint8)] = True
+    return lut
+
+
+def _by_start_longest_first(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-dur, ts))``: by start, then longest first, then row order, without
+    lexsort's two indirect merge sorts: one stable sort by start, then only the rows that
+    share a start with another are ordered by -dur within their start (several times
+    faster on a trace, where few events share a start)."""
+    order = np.argsort(ts, kind="stable")
+    s = ts[order]
+    tied = s[1:] == s[:-1]
+    if not tied.any():
+        return order
+    mark = np.zeros(len(s), dtype=bool)
+    mark[:-1] |= tied
+    mark[1:] |= tied
+    sub = np.flatnonzero(mark)  # positions in runs of equal starts, runs kept together
+    run = np.cumsum(np.r_[True, s[sub[1:]] != s[sub[:-1]]])
+    order[sub] = order[sub][np.lexsort((-dur[order[sub]], run))]
+    return order
 
 
 def _phases(dense: dict, strings: np.ndarray) -> tuple[np.ndarray, int]:

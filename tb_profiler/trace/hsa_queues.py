@@ -13,7 +13,6 @@ whose work moved between queues shows the queue of its first work.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
@@ -33,6 +32,8 @@ def track_queues(trace, group: np.ndarray, is_dev: np.ndarray) -> dict[int, str]
         return {}
     g = np.asarray(group)[work]
     uniq, first = np.unique(g, return_index=True)  # work is in row order: the first row per group
+    import pandas as pd  # on use: the trace layer never imports pandas with its modules
+
     text = pd.Series(_extract(trace, work[first], HSA_QUEUE, r'"?(\d{1,20})(?![\d.eE])'), dtype=object)
     out = {}
     for grp, digits in zip(uniq.tolist(), text.tolist()):  # one per device track

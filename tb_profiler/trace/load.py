@@ -24,14 +24,15 @@ import time
 from typing import Callable
 
 from tb_profiler import cache as _cache
+from tb_profiler import cache_folder as _folder
 from tb_profiler import cache_writer as _writer
 from tb_profiler import (
     decode as _decode,  # attribute lookups at call time: tests swap in tripwires
 )
+from tb_profiler.decode.args_text import BlockArgs, FileArgs
 from tb_profiler.errors import TraceFormatError
 from tb_profiler.io.budget import reserve
 from tb_profiler.io.read import map_plain_trace, read_trace_bytes, source_id, stat_key, text_size_hint
-from tb_profiler.trace.args_text import BlockArgs, FileArgs
 from tb_profiler.trace.build import MODEL_VERSION, TraceState, build_state
 from tb_profiler.trace.model import Trace
 
@@ -44,7 +45,8 @@ ARGS_IN_MEMORY_BELOW = 64 << 10
 
 
 def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
-         max_bytes: int | None = None, progress: Progress | None = None, background: bool = True) -> Trace:
+         max_bytes: int | None = None, progress: Progress | None = None, background: bool = True,
+         cls: type[Trace] = Trace) -> Trace:
     """Load one trace file (local path or fsspec URL, .json or .json.gz) as a Trace.
 
     cache: use the on-disk cache (see tb_profiler.cache): a hit costs a file open; a miss
@@ -58,6 +60,8 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
         downloaded (its bytes: the text, or the gzip inflated next).
     background: write the cache entry on the cache writer's thread (``Trace.cache_path``
         waits for it); False writes it before returning.
+    cls: the class of the trace made, Trace or a subclass (tb_profiler.api.Trace: with the
+        analyses' methods, which this layer never imports).
     Raises TraceFormatError for an unreadable, malformed or too big file, and when memory
     runs out while decoding it.
     """
@@ -68,20 +72,20 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
         try:
             size, mtime = stat_key(path)
             key = _cache.CacheKey(source, size, mtime, str(_decode.DECODER_VERSION), MODEL_VERSION)
-            entry_file = _cache.entry_path(source, cache_dir)
+            entry_file = _folder.entry_path(source, cache_dir)
             _writer.wait_for(entry_file)
             healer = _Healer(path, source, max_bytes, entry_file, key)
             hit = _cache.read_entry(entry_file, key, on_damage=healer.arrays)
         except (OSError, ValueError):  # read_trace_bytes reports the real problem
             key = hit = None
-        trace = _from_entry(hit, healer) if hit is not None else None
+        trace = _from_entry(hit, healer, cls) if hit is not None else None
         if trace is not None:
             trace.cache_ref = (entry_file, key)
             trace.load_seconds = time.perf_counter() - t0
             return trace
 
     state = _fresh_state(path, source, max_bytes, progress)
-    trace = Trace(state)
+    trace = cls(state)
     trace.load_seconds = time.perf_counter() - t0
     if key is not None:
         trace.cache_ref = (entry_file, key)
@@ -89,13 +93,13 @@ def load(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.Pat
     return trace
 
 
-def _from_entry(hit: _cache.Entry, healer: "_Healer") -> Trace | None:
+def _from_entry(hit: _cache.Entry, healer: "_Healer", cls: type[Trace]) -> Trace | None:
     """The trace of a cache entry; None when its arrays do not make one (a header that
     passed its CRC but says something impossible: a miss like any other)."""
     if isinstance(hit.args_blob, BlockArgs):
         hit.args_blob.on_damage = healer.args
     try:
-        trace = Trace(TraceState(hit.arrays, hit.strings, hit.args_blob, hit.meta), from_cache=True)
+        trace = cls(TraceState(hit.arrays, hit.strings, hit.args_blob, hit.meta), from_cache=True)
     except (ValueError, KeyError, TypeError):
         return None
     trace._cache_path = hit.path

@@ -1,8 +1,9 @@
 """``tb-profiler snapshot PATH [--json]``: a memory snapshot's summary, OOMs and what was
 live at the peak, for people (text) or machines (one JSON document).
 
-Why its own module: tb_profiler/cli.py registers the verb (``add_parser``) and calls
-``cmd_snapshot``; the body lives beside the model it prints.
+Why here, in the CLI's package: it prints and exits as the other verbs do (cli.output),
+and tb_profiler.snapshot, the model it prints, never imports the CLI (the plugin reads it
+too).  tb_profiler/cli/ registers the verb (``add_parser``), which calls ``cmd_snapshot``.
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def _print(doc: dict) -> None:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Load (through the cache) and print; exit 1 naming the file when it is not a snapshot."""
-    from tb_profiler.cli import EXIT_BAD_INPUT, EXIT_OK, _error, _print_json
+    from tb_profiler.cli.output import EXIT_BAD_INPUT, EXIT_OK, _error, _print_json
     from tb_profiler.snapshot.cache import load_snapshot
 
     try:

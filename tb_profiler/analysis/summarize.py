@@ -5,7 +5,10 @@ overlap per step, the collectives, the Overview's Communication) and the cross-r
 diff's tables are all functions of one trace; only waits need the other ranks, and they
 need only the collectives and the merged communication intervals.  So each trace is
 reduced to those here, by the same analysis functions the per-trace views use, and the
-run-level analyses (analysis.distributed, analysis.diff) read summaries only.
+run-level analyses (analysis.distributed, analysis.diff) read summaries only.  It is an
+analysis (per-trace analyses in, a TraceSummary out) that the run-level analyses call
+on traces in memory; the summary stage (tb_profiler.summary) calls it on files and keeps
+what it gives.
 
 How computation and communication are measured on each rank (device, host or mixed
 timelines) is defined in analysis.distributed's docstring; ``busy`` computes it.
@@ -31,7 +34,7 @@ from tb_profiler.analysis.modules import modules
 from tb_profiler.analysis.operators import operators
 from tb_profiler.analysis.steps import step_notes, steps, valid_times
 from tb_profiler.io.discovery import worker_name
-from tb_profiler.summary.model import TraceSummary
+from tb_profiler.analysis.trace_summary import TraceSummary
 from tb_profiler.trace.categories import Kind, kind_mask
 from tb_profiler.trace.roles import Role
 

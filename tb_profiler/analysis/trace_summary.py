@@ -2,9 +2,11 @@
 
 Why: a run of 64 to 4,096 ranks of 100 MB to 2 GB each never fits in memory as events,
 and the Distributed view, the run overview and cross-rank diffs need only a few small
-tables per rank.  A summary is built once per trace file (summary.build), kept on disk
-beside the trace's columns (summary.store), and every run-level analysis reads summaries
-only.  It is plain data: a few small DataFrames, JSON-able facts, nothing per event.
+tables per rank.  A summary is built once per trace file (analysis.summarize), kept on
+disk beside the trace's columns (summary.store), and every run-level analysis reads
+summaries only.  Why in analysis/: the run-level analyses (distributed, diff, stragglers)
+read it, and they sit below the summary stage (summary/: files to stored summaries, by
+a pool or Dask), which only builds and keeps them.  It is plain data: a few small DataFrames, JSON-able facts, nothing per event.
 
 On disk a summary is what the columns cache stores (tb_profiler.cache): named arrays, a
 strings table and a JSON meta.  ``to_arrays`` / ``from_arrays`` convert exactly (frames

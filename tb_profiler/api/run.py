@@ -3,16 +3,25 @@
 A run is what the plugin's run selector shows and what `tb-profiler summary DIR` reads:
 per-worker views pick one trace (a worker's span); run-level analyses (distributed) read
 every worker's summary of one span (tb_profiler.summary), never every trace at once.
+
+Why in api/, above summary/: a Run reads its workers' summaries (built and kept by the
+summary stage) and hands out its traces with their analyses (api.trace), so it sits above
+both; nothing below it knows a run.
 """
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tb_profiler.api.trace import Trace, load
 from tb_profiler.io.discovery import RunInfo, SkippedFile, SpanFile, discover
-from tb_profiler.trace.load import load
-from tb_profiler.trace.model import Trace
+
+if TYPE_CHECKING:
+    from tb_profiler.analysis.trace_summary import TraceSummary
+
+# The analyses and the summary stage are imported on use, as api.trace's: opening a run
+# (discovery) never pays for importing them.
 
 
 class Run:
@@ -131,7 +140,7 @@ class Run:
         ``tb_profiler.summary.summarize_files``); no trace is kept in memory.  A file that
         cannot be summarized is left out, with a SummaryWarning naming it and why.
         progress(done_files, total_files, path) is called as each file finishes."""
-        from tb_profiler.summary import SummaryWarning
+        from tb_profiler.analysis.trace_summary import SummaryWarning
 
         out = []
         for outcome in self._summary_outcomes(span, jobs, dask, progress):
@@ -221,7 +230,8 @@ class Run:
         return self._summaries[span]
 
     def _summarize(self, files: dict[str, SpanFile], jobs: int | None, dask, progress) -> list:
-        from tb_profiler.summary import summarize_files, summarize_trace
+        from tb_profiler.analysis.summarize import summarize_trace
+        from tb_profiler.summary.pool import summarize_files
 
         if self._cache:
             outcomes = summarize_files([f.path for f in files.values()], jobs=jobs, dask=dask,
@@ -259,3 +269,16 @@ def load_run(dir_or_url: str | os.PathLike, *, cache: bool = True, cache_dir: st
         names = ", ".join(r.name for r in found.runs)
         raise ValueError(f"{dir_or_url} holds {len(found.runs)} runs ({names}); load one of those folders")
     return Run(found.runs[0], found.skipped, cache=cache, cache_dir=cache_dir, summaries=summaries)
+
+
+def summarize(run_path: str | os.PathLike, *, span: int | None = None, jobs: int | None = None, dask=None,
+              cache_dir: str | os.PathLike | None = None,
+              summaries: str | os.PathLike | None = None) -> list[TraceSummary]:
+    """The summaries of every worker's trace of one span of a run folder (local or URL).
+
+    span: 1-based span index (default: each worker's latest).  jobs, dask, cache_dir,
+    summaries: as ``summarize_files``.  A file that cannot be summarized is left out with a
+    SummaryWarning naming it and why.  Raises FileNotFoundError / ValueError as
+    ``load_run`` does for a folder without traces or with several runs.
+    """
+    return load_run(run_path, cache_dir=cache_dir, summaries=summaries).summaries(span, jobs=jobs, dask=dask)

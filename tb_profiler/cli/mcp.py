@@ -3,7 +3,9 @@
 Why a server of its own and not a summary: an agent must cite numbers, not invent them. Each
 tool answers with the JSON a route or CLI verb gives for the same question (plugin.views,
 cli.why_doc), under a ``schema`` name and version, so what an agent reads is what a person
-opens in the UI:
+opens in the UI.  Why in the CLI's package: ``tb-profiler mcp`` starts it, and it answers
+``why`` with the CLI's document (cli.why), so the two are one front end over the plugin's
+views and the API:
 
     runs()                                        the runs, their workers and spans
     overview(run, worker?, span?)                 the overview route's JSON (diagnosis first)
@@ -42,7 +44,7 @@ class Answers:
         return discover(self.logdir)
 
     def _run(self, name: str):
-        from tb_profiler.trace.run import Run
+        from tb_profiler.api import Run
 
         found = self._discovery()
         info = found.run(name)
@@ -80,7 +82,7 @@ class Answers:
                          views.overview(t, len(r.workers)))
 
     def why(self, run: str, worker: str | None = None, span: int | None = None, only: str = WHY_DEFAULT) -> dict:
-        from tb_profiler.cli import WHY_PARTS, why_doc
+        from tb_profiler.cli.why import WHY_PARTS, why_doc
 
         parts = [p.strip() for p in only.split(",") if p.strip()]
         bad = [p for p in parts if p not in WHY_PARTS]
