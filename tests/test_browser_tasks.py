@@ -289,3 +289,17 @@ def test_task7_a_csv_of_the_top_20_kernels_and_a_link_for_a_colleague(tasks_url,
     finally:
         fresh.close()
     assert watch.errors == [], watch.errors
+
+
+def test_why_json_verdict_opens_as_a_link(tasks_url, watch):
+    """`tb-profiler why --json`'s verdict names its run, worker, span and events, and its
+    link opens the viewer on the longest of them."""
+    doc = json.loads(_cli(["why", str(V100_TRACE), "--only", "idle", "--json"]))["traces"][0]
+    ev = doc["verdict"]["evidence"]
+    assert (ev["run"], ev["worker"], ev["span"]) == (W0, "worker0", 1) and ev["event_ids"]
+    page = watch.page
+    page.set_viewport_size(SCREEN)
+    watch.open(f"{tasks_url}/{ev['link']}")
+    want = api(tasks_url, "trace/event", run=W0, span=1, i=ev["event_ids"][0])["event"]["name"]
+    expect(page.locator(".details .details-name")).to_contain_text(want)
+    assert watch.errors == [], watch.errors

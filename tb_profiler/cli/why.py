@@ -69,6 +69,36 @@ def _parse_range(text: str) -> tuple[int, int]:
     return start, end
 
 
+def _where(trace: Any, event_ids: Sequence[int], origin: int) -> dict:
+    """The evidence as a person opens it: the run (the trace's folder), worker and span the
+    viewer lists it under, and "link", the viewer's address fragment (after the server's
+    URL) that opens the Trace view on the verdict's longest event, selected. Nothing when
+    the trace's folder cannot be listed (a URL that lists nothing)."""
+    import os
+    from urllib.parse import urlencode
+
+    from tb_profiler.io.discovery import discover
+
+    folder = os.path.dirname(trace.source)
+    try:
+        runs = discover(os.path.dirname(folder) or ".").runs
+    except OSError:
+        return {}
+    found = [(r.name, w, s.index) for r in runs for w, spans in r.workers.items() for s in spans
+             if s.path == trace.source]
+    if not found:
+        return {}
+    run, worker, span = found[0]
+    state = {"view": "Trace", "run": run, "worker": worker, "span": str(span)}
+    if event_ids:
+        ev = trace.events
+        i = int(event_ids[0])
+        ts, dur = int(ev["ts"][i]) - origin, max(int(ev["dur"][i]), 0)
+        pad = max(2 * dur, 20_000)  # as the viewer's "Show in the trace" frames an event
+        state.update(t0=str(max(0, ts - pad)), t1=str(ts + dur + pad), ev=str(i))
+    return {"run": run, "worker": worker, "span": span, "link": "#" + urlencode(state)}
+
+
 def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
             window: tuple[int, int] | None, top: int) -> dict:
     """The "why is it slow" analyses of one trace as JSON data (tables cut to ``top`` rows
@@ -83,7 +113,8 @@ def why_doc(trace: Any, only: Sequence[str], kernel_wait_ns: int, factor: float,
     doc: dict = {"path": trace.source, "verdict": to_jsonable({
         "finding": d["sentence"], "bound_by": d["bound_by"], "label": d["label"], "figures": d["figures"],
         "evidence": {**d["evidence"], "path": trace.source,
-                     "time_range_ns": [rng[0] - origin, rng[1] - origin] if rng else None}})}
+                     "time_range_ns": [rng[0] - origin, rng[1] - origin] if rng else None,
+                     **_where(trace, d["evidence"].get("event_ids") or [], origin)}})}
     if "idle" in only:
         idle = trace.idle(kernel_wait_ns=kernel_wait_ns)
         doc["idle"] = to_jsonable({k: v for k, v in idle.items() if k != "gaps"})
