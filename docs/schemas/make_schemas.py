@@ -133,6 +133,22 @@ RECURSIVE: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
 ONE_OR_LIST = {"cli_info"}
 
 
+# Fields the samples always fill that another trace leaves null: the verdict's step (no
+# event carries an "Other" cost, so no step is named), and where a trace sits in its run
+# when its folder cannot be listed. {schema: [(the object, its field)]}
+NULLABLE: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    "overview": [(("diagnosis", "evidence"), "step")],
+    "why": [(("traces", "items", "verdict", "evidence"), f) for f in ("step", "run", "worker", "span", "link")],
+}
+
+
+def as_nullable(node: dict, field: str) -> None:
+    """Lets an object's field (in place) be null as well as what the samples held."""
+    prop = node["properties"][field]
+    types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+    prop["type"] = sorted(set(types) | {"null"})
+
+
 def _at(schema: dict, where: tuple[str, ...]) -> dict:
     """The node of ``schema`` at ``where``: property names, and "items" for a list's elements."""
     node = schema
@@ -184,6 +200,8 @@ def write(name: str, docs: list) -> Path:
     if name in REQUIRED_ONLY:
         where, keep = REQUIRED_ONLY[name]
         _at(schema, where)["required"] = keep
+    for where, field in NULLABLE.get(name, ()):
+        as_nullable(_at(schema, where), field)
     for where, key, ref in RECURSIVE.get(name, ()):
         as_recursive(schema, where, key, ref)
     if name in ONE_OR_LIST:

@@ -72,22 +72,23 @@ def _parse_range(text: str) -> tuple[int, int]:
 def _where(trace: Any, event_ids: Sequence[int], origin: int) -> dict:
     """The evidence as a person opens it: the run (the trace's folder), worker and span the
     viewer lists it under, and "link", the viewer's address fragment (after the server's
-    URL) that opens the Trace view on the verdict's longest event, selected. Nothing when
+    URL) that opens the Trace view on the verdict's longest event, selected. Each None when
     the trace's folder cannot be listed (a URL that lists nothing)."""
     import os
     from urllib.parse import urlencode
 
     from tb_profiler.io.discovery import discover
 
+    unknown = {"run": None, "worker": None, "span": None, "link": None}
     folder = os.path.dirname(trace.source)
     try:
         runs = discover(os.path.dirname(folder) or ".").runs
     except OSError:
-        return {}
+        return unknown
     found = [(r.name, w, s.index) for r in runs for w, spans in r.workers.items() for s in spans
              if s.path == trace.source]
     if not found:
-        return {}
+        return unknown
     run, worker, span = found[0]
     state = {"view": "Trace", "run": run, "worker": worker, "span": str(span)}
     if event_ids:
