@@ -217,6 +217,21 @@ def wait_js(target, expression: str, timeout_s: float = 30) -> None:
         time.sleep(0.1)
 
 
+def until(page, fn, what: str, tries: int = 300):
+    """Polls fn() (a condition on the page or on recorded requests, in Python) until it
+    holds, and returns its value."""
+    for _ in range(tries):
+        value = fn()
+        if value:
+            return value
+        page.wait_for_timeout(100)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+# The timeline's layout (frontend/src/timeline/model.ts), to aim a click at an event's row.
+RULER_H, COUNTER_H, HEADER_H, ROW_H, GAP = 26, 40, 18, 18, 2
+
+
 def hash_state(**state: str) -> str:
     return "#" + "&".join(f"{k}={quote(v, safe='/')}" for k, v in state.items())
 

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlparse
 import pytest
 from browser_support import API, hash_state, serving
 from datafiles import V100_TRACE
-from test_browser_range import until
+from browser_support import until
 from test_browser_views import api, assert_clean, assert_same_rows, card, export_csv, state
 from test_browser_why import chart, section_shot
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browser_support import API, V100_RUN, get_json, hash_state, serving
+from browser_support import API, V100_RUN, get_json, hash_state, serving, until
 from datafiles import V100_RUN as V100_RUN_DIR
 
 RULER_H = 26  # frontend/src/timeline/Timeline.tsx
@@ -29,13 +29,6 @@ def v100_url(tmp_path_factory):
         yield base
 
 
-def until(page, fn, what: str, tries: int = 300):
-    for _ in range(tries):
-        value = fn()
-        if value:
-            return value
-        page.wait_for_timeout(100)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def export_csv(scope) -> list[dict[str, str]]:

@@ -14,24 +14,14 @@ import re
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browser_support import API, V100_RUN, get_json, hash_state
+from browser_support import API, COUNTER_H, GAP, HEADER_H, ROW_H, RULER_H, V100_RUN, get_json, hash_state, until
 
 CPU_RUN = "cnn_dataloader_0workers"
 RUNS = (V100_RUN, CPU_RUN)
-# The timeline's layout (frontend/src/timeline/Timeline.tsx), to aim a click at an event row.
-RULER_H, COUNTER_H, HEADER_H, ROW_H, GAP = 26, 40, 18, 18, 2
 UNITS = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def until(page, fn, what: str, tries: int = 300):
-    """Polls fn() (a condition on the page or on recorded requests) until it holds."""
-    for _ in range(tries):
-        value = fn()
-        if value:
-            return value
-        page.wait_for_timeout(100)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 class TraceTab:

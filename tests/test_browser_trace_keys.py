@@ -19,22 +19,12 @@ from decimal import Decimal
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browser_support import API, V100_RUN, get_json, hash_state, wait_js
+from browser_support import API, COUNTER_H, GAP, HEADER_H, ROW_H, RULER_H, V100_RUN, get_json, hash_state, until
 
 MS = 1_000_000
-# The timeline's layout (frontend/src/timeline/model.ts), to aim a click at an event's row.
-RULER_H, COUNTER_H, HEADER_H, ROW_H, GAP = 26, 40, 18, 18, 2
 UNITS = {"ns": 1, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
-def until(page, fn, what: str, tries: int = 300):
-    """Polls fn() (a condition on the page or on recorded requests) until it holds."""
-    for _ in range(tries):
-        value = fn()
-        if value:
-            return value
-        page.wait_for_timeout(100)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def api(base: str, route: str, **params) -> dict:
