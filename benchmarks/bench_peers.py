@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A cold open of a real trace, against torch-tb-profiler 0.4.3 and HTA 0.5.0, in one run (issue 22).
 
-    python benchmarks/bench_peers.py [--repeat 5] [--trace PATH ...] [--json]
+    python benchmarks/bench_peers.py [--repeat 5] [--trace PATH ...] [--root CHECKOUT] [--json]
 
 The peers, each in a venv of its own (benchmarks/peers.py says what each one runs):
 
@@ -23,6 +23,8 @@ the 4-worker V100 trace blown up 3x by benchmarks/make_big_trace.py (bigtrace.bu
 writes them. Each side runs --repeat times, the runs of every side interleaved (the machine
 is shared: what disturbs one disturbs all); each figure is the smallest of its runs, and
 the ratios (peer / ours) compare figures of the same run. Goal: >= 20x against each peer.
+--root runs another checkout's tb_profiler as ours (a baseline: ``git archive`` of a commit,
+its extension built with ``python setup.py build_ext --inplace``).
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from peers import (
     OLD_PYTHON,
     OURS_HTA,
     OURS_VIEWS,
+    ROOT,
     hta_seconds,
     old_seconds,
     ours_seconds,
@@ -64,23 +67,24 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--old-python", default=OLD_PYTHON)
     ap.add_argument("--hta-python", default=HTA_PYTHON)
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose tb_profiler is ours")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    traces = args.trace or [DEFAULT_SEED, build_trace(BIG_SEED, BIG_SIZE)[1]]
-    sides = {"ours": lambda p: ours_seconds(p, OURS_VIEWS)}
+    traces = [Path(t).resolve() for t in args.trace or [DEFAULT_SEED, build_trace(BIG_SEED, BIG_SIZE)[1]]]
+    sides = {"ours": lambda p: ours_seconds(p, OURS_VIEWS, root=args.root)}
     missing = []
     if Path(args.old_python).exists():
         sides["old"] = lambda p: old_seconds(p, args.old_python)
     else:
         missing.append(f"torch-tb-profiler: no {args.old_python}")
     if Path(args.hta_python).exists():
-        sides["ours_hta"] = lambda p: ours_seconds(p, OURS_HTA)
+        sides["ours_hta"] = lambda p: ours_seconds(p, OURS_HTA, root=args.root)
         sides["hta"] = lambda p: hta_seconds(p, args.hta_python)
     else:
         missing.append(f"HTA: no {args.hta_python}")
 
-    result = {"repeat": args.repeat, "goal": GOAL, "missing": missing, "traces": []}
+    result = {"repeat": args.repeat, "goal": GOAL, "root": str(args.root), "missing": missing, "traces": []}
     for trace in traces:
         runs = measure(trace, args.repeat, sides)
         best = {name: min(v) for name, v in runs.items()}

@@ -100,5 +100,6 @@ def hta_seconds(trace: Path, python: str = HTA_PYTHON) -> float:
         return child(_HTA, python, folder)["seconds"]
 
 
-def ours_seconds(trace: Path, work: str = OURS_VIEWS, python: str = sys.executable) -> float:
-    return child(_OURS, python, str(trace), str(ROOT), work)["seconds"]
+def ours_seconds(trace: Path, work: str = OURS_VIEWS, python: str = sys.executable, root: Path = ROOT) -> float:
+    """root: the checkout whose tb_profiler runs (default this one; another for a baseline)."""
+    return child(_OURS, python, str(trace), str(root), work)["seconds"]

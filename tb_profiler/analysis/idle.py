@@ -176,12 +176,13 @@ def _table(raw: _Stretches, window, busy, idle, per_kind, gaps) -> pd.DataFrame:
     def with_total(x):
         return np.concatenate([x, x.sum(axis=1, keepdims=True)], axis=1).reshape(-1)
 
-    return pd.DataFrame({
+    cols = {
         "device": np.repeat(raw.tl_device, n_win + 1), "stream": np.repeat(raw.tl_stream, n_win + 1),
         "step": np.tile(np.append(raw.step, TOTAL_STEP), n_tl),
         "window_ns": with_total(window), "busy_ns": with_total(busy), "idle_ns": with_total(idle),
         "host_wait_ns": with_total(per_kind[..., _HOST]), "kernel_wait_ns": with_total(per_kind[..., _KERNEL]),
-        "other_ns": with_total(per_kind[..., _OTHER]), "gaps": with_total(gaps)})[IDLE_COLUMNS].astype(np.int64)
+        "other_ns": with_total(per_kind[..., _OTHER]), "gaps": with_total(gaps)}
+    return pd.DataFrame({c: np.asarray(cols[c], dtype=np.int64) for c in IDLE_COLUMNS})  # one construction
 
 
 def _in_windows(lo, hi, ws, we):

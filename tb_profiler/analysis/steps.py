@@ -96,10 +96,11 @@ def left_out_steps(trace) -> list[dict]:
 def step_info(trace) -> StepInfo:
     """Steps table and notes, computed once per trace."""
     host = _host_steps(trace)
-    info = StepInfo(frame=_empty_frame())
+    info = StepInfo(frame=None)  # the steps table, set below (an empty one only for a trace without steps)
     if host is None:
         host = _whole_trace_step(trace)
         if host is None:
+            info.frame = _empty_frame()
             info.notes.append("no host events: the trace has no steps")
             return info
         info.fallback = True
