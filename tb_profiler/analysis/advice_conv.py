@@ -16,7 +16,7 @@ import numpy as np
 
 from tb_profiler.analysis.advice_text import fmt_ns, rec
 from tb_profiler.analysis.shared import name_map
-from tb_profiler.analysis.steps import step_of, steps
+from tb_profiler.analysis.steps import step_of, steps_frame
 from tb_profiler.trace.categories import Kind
 
 SLOW_CONV_RE = re.compile(r"\Aaten::(thnn_conv2d|_slow_conv2d_(forward|backward)|slow_conv3d(_forward|_backward)?|"
@@ -46,7 +46,7 @@ def slow_conv_rule(trace):
     _slow_conv2d_forward counts once), and the settings to check."""
     if not trace.has_device_work:
         return None
-    n_steps = len(steps(trace))
+    n_steps = len(steps_frame(trace))
     ev = trace.events
     hit = name_map(trace, lambda s: bool(SLOW_CONV_RE.match(s))) & (ev["kind"] == Kind.CPU_OP)
     rows = np.flatnonzero(hit)

@@ -34,7 +34,7 @@ from tb_profiler.analysis.communication import comm_calls, comm_kernels
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.shared import name_map
-from tb_profiler.analysis.steps import steps, valid_times
+from tb_profiler.analysis.steps import steps_frame, valid_times
 from tb_profiler.trace.roles import HOST_WORK, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
 
@@ -109,7 +109,7 @@ def breakdown(trace) -> pd.DataFrame:
 
 @per_trace
 def _breakdown(trace) -> pd.DataFrame:
-    st = steps(trace)
+    st = steps_frame(trace)
     cols = ["step", "name"] + NS_COLUMNS + ["total_ns"]
     if st.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else np.int64) for c in cols})
@@ -162,8 +162,12 @@ def breakdown_percent(frame: pd.DataFrame) -> pd.DataFrame:
 
 def average(trace) -> dict[str, int]:
     """The average row as {category: ns, ..., "total": ns}; {} without steps."""
+    return dict(_average(trace))
+
+
+@per_trace
+def _average(trace) -> dict[str, int]:
     frame = _breakdown(trace)
     if frame.empty:
         return {}
-    row = frame.iloc[-1]
-    return {**{c: int(row[c + "_ns"]) for c in CATEGORIES}, "total": int(row["total_ns"])}
+    return {**{c: int(frame[c + "_ns"].to_numpy()[-1]) for c in CATEGORIES}, "total": int(frame["total_ns"].to_numpy()[-1])}

@@ -29,7 +29,7 @@ import pandas as pd
 from tb_profiler.analysis.links import NO_ROW, launch, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace_result
 from tb_profiler.analysis.recommendations import SYNC_CALL_RE
-from tb_profiler.analysis.steps import steps, valid_times
+from tb_profiler.analysis.steps import steps_frame, valid_times
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
 from tb_profiler.trace.strings import map_string_ids
@@ -52,7 +52,7 @@ def critical_path(trace, *, max_segments: int = 100_000) -> dict:
     Returns {"steps": one row per step, "segments": every step's segments (at most
     ``max_segments``, the rest counted in "truncated"), "top": per (kind, name) time on
     the path over all steps, "notes"}."""
-    st = steps(trace)
+    st = steps_frame(trace)
     dev = _device_side(trace)
     if st.empty or dev is None:
         why = "no steps" if st.empty else "no launched device work"

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tb_profiler.analysis import breakdown as bd
 from tb_profiler.analysis.advice_text import fmt_ns
 from tb_profiler.analysis.memo import per_trace
@@ -63,8 +65,6 @@ def _backing(trace, category: str, window: list[int] | None) -> dict[str, Any]:
     """{"event_ids": the EVIDENCE_EVENTS longest events of the category inside the steps
     (event rows, longest first), "step": the step of the longest}: what a link from the
     verdict opens. Empty for a category no event carries alone ("other")."""
-    import numpy as np
-
     from tb_profiler.analysis.steps import step_numbers
 
     mask = bd.category_masks(trace).get(category)
@@ -81,11 +81,10 @@ def _verdict_of(trace) -> dict[str, Any]:
     from tb_profiler.analysis.gpu import window
     from tb_profiler.analysis.idle import idle_time
 
-    ns = bd.breakdown(trace)
-    if not len(ns) or not int(ns["total_ns"].iloc[-1]):
+    avg = bd.average(trace)
+    if not avg or not avg["total"]:
         return _verdict("none", "The trace has no steps and no events to break down.", {}, {})
-    avg = {c: int(ns[c + "_ns"].iloc[-1]) for c in bd.CATEGORIES}
-    step = int(ns["total_ns"].iloc[-1])
+    step = avg.pop("total")
     win = window(trace)
     where = {"time_range_ns": [int(win[0]), int(win[1])] if win else None}
     word = trace.device_word or "device"
@@ -96,14 +95,15 @@ def _verdict_of(trace) -> dict[str, Any]:
         return _verdict("host", f"CPU-only trace: the step ({fmt_ns(step)}) is host time; {_cost(host)}, is its largest "
                         "cost.", figures, {"view": "Operator", "section": "Operators", **where})
     idle = idle_time.shared(trace)["devices"]  # read only: the kept result, not a copy
-    total = idle[idle["step"] == -1]
-    if len(total):
-        share = total["idle_ns"] / total["window_ns"].clip(lower=1)
-        row = total.loc[share.idxmax()]
-        idle_frac = float(row["idle_ns"]) / max(int(row["window_ns"]), 1)
-        host_frac = float(row["host_wait_ns"]) / max(int(row["idle_ns"]), 1)
-        figures.update(device=int(row["device"]), idle_pct=100 * idle_frac, host_wait_pct_of_idle=100 * host_frac)
-        dev = f"{word} {int(row['device'])}" if len(total) > 1 else word
+    total = idle["step"].to_numpy() == -1  # each device's totals row
+    if total.any():
+        col = {c: idle[c].to_numpy()[total] for c in ("device", "idle_ns", "window_ns", "host_wait_ns")}
+        i = int(np.argmax(col["idle_ns"] / np.maximum(col["window_ns"], 1)))  # the idlest device, the first of ties
+        idle_frac = float(col["idle_ns"][i]) / max(int(col["window_ns"][i]), 1)
+        host_frac = float(col["host_wait_ns"][i]) / max(int(col["idle_ns"][i]), 1)
+        device = int(col["device"][i])
+        figures.update(device=device, idle_pct=100 * idle_frac, host_wait_pct_of_idle=100 * host_frac)
+        dev = f"{word} {device}" if len(col["device"]) > 1 else word
         if idle_frac >= IDLE_BOUND and host_frac >= HOST_SHARE:
             figures["largest"] = host
             return _verdict("host", f"{dev} idle {_pct(idle_frac)} of the step, {_pct(host_frac)} of it waiting on the "

@@ -21,7 +21,7 @@ from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.links import host_parent, launching_op
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.shared import compute, device_work, frozen, name_mask
-from tb_profiler.analysis.steps import steps
+from tb_profiler.analysis.steps import steps_frame
 from tb_profiler.analysis.tensor_cores import tc_eligible
 from tb_profiler.analysis.tensor_cores import uses_tensor_cores as tc_kernel_names
 from tb_profiler.trace.categories import Kind
@@ -42,7 +42,7 @@ def uses_tensor_cores(trace) -> np.ndarray:
 def window(trace) -> tuple[int, int] | None:
     """[first step start, last step end]; without steps, the span of kernels; None if
     neither."""
-    st = steps(trace)
+    st = steps_frame(trace)
     if not st.empty:
         return int(st["start_ns"].iloc[0]), int(st["end_ns"].iloc[-1])
     ev = trace.events
@@ -79,7 +79,7 @@ def _device_summary(trace) -> pd.DataFrame:
     win = window(trace)
     props = {d.id: d for d in trace.devices}
     rows = [_device_row(trace, int(i), did, win, props.get(int(i))) for i in ids.tolist()]  # per device
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return pd.DataFrame({c: [r[c] for r in rows] for c in SUMMARY_COLUMNS})  # by column: no per-row dict walk
 
 
 def _device_row(trace, dev_id: int, did: np.ndarray, win, device) -> dict:

@@ -57,7 +57,7 @@ from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.keys import factorize, unique_ints
 from tb_profiler.analysis.links import launch
 from tb_profiler.analysis.memo import per_trace, per_trace_result
-from tb_profiler.analysis.steps import step_notes, steps, valid_times
+from tb_profiler.analysis.steps import step_notes, steps_frame, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import DEVICE_WORK, role_mask
 
@@ -160,7 +160,7 @@ def idle_time(trace, *, kernel_wait_ns: int = DEFAULT_KERNEL_WAIT_NS) -> dict:
     out["gaps"] = pd.DataFrame({
         "device": raw.tl_device[tl][order], "stream": raw.tl_stream[tl][order], "step": raw.step[win][order],
         "start_ns": lo[order], "end_ns": hi[order], "dur_ns": dur[order],
-        "kind": np.array(KINDS, dtype=object)[kind][order]})[GAP_COLUMNS]
+        "kind": np.array(KINDS, dtype=object)[kind][order]})  # GAP_COLUMNS' order (a selection costs a copy)
     unknown = unique_ints(st[raw.st_unknown[st] & dev_level[tl]])
     if len(unknown):
         out["notes"].append(f"{len(unknown)} device-level gap(s) end at work whose launch call is not in the trace: "
@@ -218,7 +218,7 @@ def _stretches(trace) -> _Stretches:
     c = _issued(trace, rows, s)
 
     # never empty here: without ProfilerStep#N, steps makes the whole trace one step 0
-    frame = steps(trace)
+    frame = steps_frame(trace)
     step = frame["step"].to_numpy(np.int64)
     ws, we = frame["start_ns"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64)
     lo, hi = int(ws[0]), int(we[-1])

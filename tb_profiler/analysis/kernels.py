@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_profiler.analysis.gpu import uses_tensor_cores as kernel_uses_tensor_cores
 from tb_profiler.analysis.graphs import event_labels
 from tb_profiler.analysis.kernel_fields import with_kernel_fields
 from tb_profiler.analysis.keys import factorize
@@ -19,11 +20,7 @@ from tb_profiler.analysis.links import launched_by_graph, launching_op
 from tb_profiler.analysis.memo import per_trace_args
 from tb_profiler.analysis.operators import call_tree
 from tb_profiler.analysis.steps import in_steps
-from tb_profiler.analysis.tensor_cores import (
-    string_id_mask,
-    tc_eligible,
-    uses_tensor_cores,
-)
+from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import Role
 
@@ -147,9 +144,17 @@ def _kernels(trace, group_by: str, steps_only: bool):
     if group_by == "op":
         data.update(_op_columns(trace, keys, first, inv))
     data.update(_stats(trace, rows, inv, len(first)))
-    data["tensor_cores"] = string_id_mask(keys[0][first], trace.strings, uses_tensor_cores)
-    df = with_kernel_fields(trace, pd.DataFrame(data))  # occupancy limits, priority, channel where present
-    return df.sort_values(["total_ns", "calls"], ascending=False, kind="stable").reset_index(drop=True)
+    data["tensor_cores"] = kernel_uses_tensor_cores(trace)[rows[first]]  # by the group's kernel name
+    # by total time, then calls, both descending, ties in order of first appearance: sorted
+    # as arrays, so the table is built once
+    order = np.lexsort((-data["calls"], -data["total_ns"]))
+    df = pd.DataFrame({c: _take(v, order) for c, v in data.items()})
+    return with_kernel_fields(trace, df)  # occupancy limits, priority, channel where present
+
+
+def _take(column, order: np.ndarray):
+    """column (an array or an object Series) in the given row order."""
+    return column.iloc[order].reset_index(drop=True) if hasattr(column, "iloc") else column[order]
 
 
 def _op_columns(trace, keys: list[np.ndarray], first: np.ndarray, inv: np.ndarray) -> dict:

@@ -106,8 +106,19 @@ def memory_curve(trace, device: str | None = None, start_ns: int | None = None, 
     in the range, not just the kept points), records, and reconstructed (True when the
     trace has no allocator totals and allocated is a running sum of bytes, a lower bound).
     """
-    rec = memory_records(trace)
     out = {}
+    for name, ts, allocated, reserved, rebuilt in _series(trace, device, start_ns, end_ns):
+        keep = downsample(ts, [allocated, reserved], max_points)
+        df = pd.DataFrame({"ts_ns": ts[keep], "allocated": allocated[keep], "reserved": reserved[keep]})
+        df.attrs.update(_peaks(ts, allocated, reserved, rebuilt))
+        out[name] = df
+    return out
+
+
+def _series(trace, device: str | None, start_ns: int | None, end_ns: int | None):
+    """(device, ts, allocated, reserved, reconstructed) per device with records in the
+    range (all of them: the curve thins them, the peaks read them all)."""
+    rec = memory_records(trace)
     for name in sort_devices(rec.devices):
         if device is not None and name != device:
             continue
@@ -121,36 +132,39 @@ def memory_curve(trace, device: str | None = None, start_ns: int | None = None, 
         ts, allocated, reserved = ts[first:hi].copy(), allocated[first:hi], reserved[first:hi]
         if first < lo:
             ts[0] = int(start_ns)
-        out[name] = _curve_frame(ts, allocated, reserved, max_points, rebuilt)
-    return out
+        yield name, ts, allocated, reserved, rebuilt
 
 
-def _curve_frame(ts, allocated, reserved, max_points: int, rebuilt: bool) -> pd.DataFrame:
-    """The thinned curve with its peaks in attrs."""
-    keep = downsample(ts, [allocated, reserved], max_points)
-    df = pd.DataFrame({"ts_ns": ts[keep], "allocated": allocated[keep], "reserved": reserved[keep]})
+def _peaks(ts, allocated, reserved, rebuilt: bool) -> dict:
+    """A device's peaks over every record of its series."""
     top = int(np.argmax(allocated))
-    df.attrs.update(peak_allocated=float(allocated[top]), peak_allocated_ns=int(ts[top]),
-                    peak_reserved=float(np.nanmax(reserved)) if np.isfinite(reserved).any() else None,
-                    records=len(ts), reconstructed=rebuilt)
-    return df
+    return {"peak_allocated": float(allocated[top]), "peak_allocated_ns": int(ts[top]),
+            "peak_reserved": float(np.nanmax(reserved)) if np.isfinite(reserved).any() else None,
+            "records": len(ts), "reconstructed": rebuilt}
+
+
+PEAK_COLUMNS = ["device", "peak_allocated", "peak_allocated_ns", "peak_reserved", "total_memory", "reconstructed"]
+
+
+def peak_rows(trace, device: str | None = None, start_ns: int | None = None,
+              end_ns: int | None = None) -> list[dict]:
+    """``memory_peaks``' rows as dicts (PEAK_COLUMNS), for a reader of a few values (no
+    DataFrame: one row per device)."""
+    totals = {f"{trace.device_word}{d.id}": d.total_memory for d in trace.devices} if trace.device_kinds else {}
+    rows = []
+    for name, ts, allocated, reserved, rebuilt in _series(trace, device, start_ns, end_ns):
+        peaks = _peaks(ts, allocated, reserved, rebuilt)
+        rows.append({"device": name, "peak_allocated": peaks["peak_allocated"],
+                     "peak_allocated_ns": peaks["peak_allocated_ns"], "peak_reserved": peaks["peak_reserved"],
+                     "total_memory": totals.get(name), "reconstructed": rebuilt})
+    return rows
 
 
 def memory_peaks(trace, device: str | None = None, start_ns: int | None = None,
                  end_ns: int | None = None) -> pd.DataFrame:
     """One row per device: peak_allocated (bytes), when, peak_reserved, the device's total
     memory where deviceProperties give it, and whether the curve was reconstructed."""
-    return _peaks_frame(trace, memory_curve(trace, device, start_ns, end_ns, max_points=1))
-
-
-def _peaks_frame(trace, curves: dict) -> pd.DataFrame:
-    """The peaks table from the curves' attrs."""
-    totals = {f"{trace.device_word}{d.id}": d.total_memory for d in trace.devices} if trace.device_kinds else {}
-    rows = [{"device": k, **{a: df.attrs[a] for a in ("peak_allocated", "peak_allocated_ns", "peak_reserved")},
-             "total_memory": totals.get(k), "reconstructed": df.attrs["reconstructed"]}
-            for k, df in curves.items()]
-    return pd.DataFrame(rows, columns=["device", "peak_allocated", "peak_allocated_ns", "peak_reserved",
-                                       "total_memory", "reconstructed"])
+    return pd.DataFrame(peak_rows(trace, device, start_ns, end_ns), columns=PEAK_COLUMNS)
 
 
 # -- events ---------------------------------------------------------------------------------
@@ -294,7 +308,7 @@ def memory(trace, device: str | None = None, start_ns: int | None = None, end_ns
         "devices": devs,
         "default_device": devs[0] if devs else None,
         "curves": curves,
-        "peaks": _peaks_frame(trace, curves),
+        "peaks": memory_peaks(trace, device, start_ns, end_ns),
         "events": memory_events(trace, device, start_ns, end_ns),
         "stats": memory_stats(trace, device, start_ns, end_ns),
         "notes": memory_notes(trace),

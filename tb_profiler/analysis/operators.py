@@ -140,7 +140,7 @@ def _subtree_summer(parent: np.ndarray, rows: np.ndarray):
     index = np.full(len(parent), -1, np.int64)  # event row -> member index
     index[rows] = np.arange(len(rows))
     lp = np.where(parent[rows] >= 0, index[np.maximum(parent[rows], 0)], -1)
-    chunks = level_chunks(lp) if len(rows) else []
+    chunks = _children_first(lp) if len(rows) else []
 
     def summed(values: np.ndarray) -> np.ndarray:
         total = values.astype(np.int64, copy=True)
@@ -149,6 +149,20 @@ def _subtree_summer(parent: np.ndarray, rows: np.ndarray):
         return total
 
     return summed
+
+
+def _children_first(lp: np.ndarray) -> list[np.ndarray]:
+    """subtree_sum's schedule (every child before its parent) for the tree lp (parent member
+    index per member, -1 at a root). The members come in event-row order, and the events
+    table is sorted by start, outermost first, so a parent's index is below its children's
+    and the members backwards are such a schedule: checked (one pass), else the depth-sorted
+    ``level_chunks``."""
+    member = np.arange(len(lp))
+    has = lp >= 0
+    if not (lp[has] < member[has]).all():
+        return level_chunks(lp)
+    backwards = member[::-1][has[::-1]]
+    return [backwards] if len(backwards) else []
 
 
 def _device_attribution(trace, owner: np.ndarray):

@@ -18,7 +18,7 @@ import pandas as pd
 
 from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.steps import steps
+from tb_profiler.analysis.steps import steps_frame
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 
@@ -43,7 +43,7 @@ def overhead_per_step(trace) -> pd.DataFrame:
     """One row per step of ``analysis.steps.steps`` (same order): step, name, dur_ns,
     profiler_overhead_ns (step time covered by overhead events), overhead_events (those
     that start in the step), overhead_pct (of the step's dur_ns)."""
-    st = steps(trace)
+    st = steps_frame(trace)
     if st.empty:
         return pd.DataFrame({c: [] for c in STEP_COLUMNS})
     lo, hi = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)

@@ -65,15 +65,16 @@ def _summary(trace, info, ns: pd.DataFrame, pct: pd.DataFrame, devices: pd.DataF
     """The headline numbers: average step, step count and the average breakdown."""
     steps = info.frame
     win = window(trace)
+    avg = bd.average(trace)  # the breakdown's average row (ns)
     summary = {
         "num_steps": len(steps),
-        "step_time_avg_ns": int(ns["total_ns"].iloc[-1]) if len(ns) else None,
+        "step_time_avg_ns": avg["total"] if avg else None,
         "steps_span_ns": (win[1] - win[0]) if win else None,
         "dropped_steps": info.dropped,
         "left_out_steps": [dict(d) for d in info.left_out],
         "whole_trace_step": info.fallback,
-        "average_ns": {c: int(ns[c + "_ns"].iloc[-1]) for c in bd.CATEGORIES} if len(ns) else {},
-        "average_pct": {c: float(pct[c + "_pct"].iloc[-1]) for c in bd.CATEGORIES} if len(pct) else {},
+        "average_ns": {c: avg[c] for c in bd.CATEGORIES} if avg else {},
+        "average_pct": {c: float(pct[c + "_pct"].to_numpy()[-1]) for c in bd.CATEGORIES} if len(pct) else {},
     }
     summary["utilization_pct"] = {int(d): _num(u) for d, u in zip(devices["device"], devices["utilization_pct"])}
     return summary

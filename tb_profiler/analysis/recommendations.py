@@ -36,9 +36,9 @@ from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.links import NO_ROW, launch, launches, nearest_ancestor
 from tb_profiler.analysis.memcpy import copy_direction
 from tb_profiler.analysis.memo import per_trace
-from tb_profiler.analysis.memory import memory_peaks
+from tb_profiler.analysis.memory import peak_rows
 from tb_profiler.analysis.shared import device_work, name_map
-from tb_profiler.analysis.steps import step_of, steps, valid_times
+from tb_profiler.analysis.steps import step_of, steps_frame, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
 from tb_profiler.trace.roles import Role
@@ -114,7 +114,7 @@ def _in_steps(trace) -> np.ndarray:
 
 
 def _total_step_ns(trace) -> int:
-    return int(steps(trace)["dur_ns"].sum())
+    return int(steps_frame(trace)["dur_ns"].sum())
 
 
 # -- torch-tb-profiler's rules ---------------------------------------------------------------
@@ -194,19 +194,20 @@ def utilization_rule(trace):
     dev = device_summary(trace)
     if dev.empty:
         return None
-    util = dev["utilization_pct"].astype(float)
-    low = dev[(util < 100 * LOW_UTILIZATION) & (dev["kernels"] > 0)]
-    if low.empty:
+    util = dev["utilization_pct"].to_numpy(dtype=float, na_value=np.nan)
+    low = [r for r, hit in zip(dev.itertuples(), (util < 100 * LOW_UTILIZATION) & (dev["kernels"].to_numpy() > 0))
+           if hit]  # one row per device
+    if not low:
         return None
     word = trace.device_word or "Device"
     parts = [f"{word} {int(r.device)}: {r.utilization_pct:.1f}% ({fmt_ns(r.busy_ns)} busy of {fmt_ns(r.window_ns)})"
-             for r in low.itertuples()]  # one per device
+             for r in low]
     return _rec("low_utilization", "warning", f"Low {word} utilization",
                 f"Kernels keep the {word} busy for only part of the steps: {'; '.join(parts)}. A larger batch "
                 "gives each kernel more work (it may change convergence); see the breakdown for what the "
                 "device waits on.",
                 {"devices": {int(r.device): {"utilization_pct": float(r.utilization_pct), "busy_ns": int(r.busy_ns),
-                                             "window_ns": int(r.window_ns)} for r in low.itertuples()}})
+                                             "window_ns": int(r.window_ns)} for r in low}})
 
 
 def amp_rule(trace):
@@ -243,22 +244,25 @@ def _words(items: list[str]) -> str:
 
 
 def memory_rule(trace):
-    peaks = memory_peaks(trace)
-    if peaks.empty:
+    hot = [r for r in peak_rows(trace) if _nearly_full(r)]  # one row per device
+    if not hot:
         return None
-    total = peaks["total_memory"]
-    ok = total.notna() & (total.astype(float) > 0) & (peaks["device"] != "CPU")  # 0 bytes: no size known
-    hot = peaks[ok & (peaks["peak_allocated"].astype(float) > MEMORY_SHARE * total.astype(float))]
-    if hot.empty:
-        return None
-    r = hot.iloc[0]
-    share = float(r.peak_allocated) / float(r.total_memory)
+    r = hot[0]
+    share = float(r["peak_allocated"]) / float(r["total_memory"])
     return _rec("memory_peak", "warning", "Device memory nearly full",
-                f"Peak allocated memory on {r.device} is {fmt_bytes(r.peak_allocated)}, {100 * share:.1f}% of its "
-                f"{fmt_bytes(r.total_memory)}. Gradient checkpointing or mixed precision frees room for a larger "
-                "batch.",
-                {"device": str(r.device), "peak_allocated_bytes": int(r.peak_allocated),
-                 "total_memory_bytes": int(r.total_memory), "share_pct": 100 * share}, _DOCS["checkpoint"])
+                f"Peak allocated memory on {r['device']} is {fmt_bytes(r['peak_allocated'])}, {100 * share:.1f}% of "
+                f"its {fmt_bytes(r['total_memory'])}. Gradient checkpointing or mixed precision frees room for a "
+                "larger batch.",
+                {"device": str(r["device"]), "peak_allocated_bytes": int(r["peak_allocated"]),
+                 "total_memory_bytes": int(r["total_memory"]), "share_pct": 100 * share}, _DOCS["checkpoint"])
+
+
+def _nearly_full(row: dict) -> bool:
+    """A device (not the CPU) whose peak allocation passes MEMORY_SHARE of its known size."""
+    total = row["total_memory"]
+    if total is None or row["device"] == "CPU" or not float(total) > 0:  # 0 or NaN bytes: no size known
+        return False
+    return float(row["peak_allocated"]) > MEMORY_SHARE * float(total)
 
 
 # -- new rules ----------------------------------------------------------------------------------
@@ -277,7 +281,7 @@ def launch_bound_rule(trace):
     lau = launches(trace)
     inside = step_of(trace, lau.call) >= 0
     call, work, kernels, graph = lau.call[inside], lau.work_ns[inside], lau.kernels[inside], lau.graph[inside]
-    n_steps = len(steps(trace))
+    n_steps = len(steps_frame(trace))
     total = _total_step_ns(trace)
     if not len(call) or not n_steps or not total:
         return None
@@ -330,7 +334,7 @@ def _batchers(trace, compile_text: str = "torch.compile (mode=\"reduce-overhead\
 def _covered_in_steps(trace, starts: np.ndarray, ends: np.ndarray) -> int:
     """ns of the union of [starts, ends) inside the steps: a time counted once however many
     events (threads, streams) share it, so a share of the steps stays <= 100%."""
-    st = steps(trace)
+    st = steps_frame(trace)
     if st.empty or not len(starts):
         return 0
     ms, me = merge_intervals(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
@@ -348,7 +352,7 @@ def sync_rule(trace):
     holding a cudaMemcpyAsync and a cudaStreamSynchronize is one synchronization, timed
     by the aten::item. The time is the host time of those events inside the steps, each
     ns once."""
-    n_steps = len(steps(trace))
+    n_steps = len(steps_frame(trace))
     if not n_steps or not trace.device_kinds:  # CPU only: .item() waits for nothing
         return None
     ev = trace.events
@@ -448,7 +452,7 @@ def pageable_rule(trace):
     m = (trace.roles == Role.MEMCPY) & valid_times(trace) & _in_steps(trace) \
         & _names(trace, lambda s: "pageable" in s.lower())
     n = int(m.sum())
-    n_steps = len(steps(trace))
+    n_steps = len(steps_frame(trace))
     if not n or not n_steps:
         return None
     dur = _covered_in_steps(trace, ev["ts"][m], ev["ts"][m] + ev["dur"][m])  # copies on several streams: once
@@ -473,7 +477,7 @@ def idle_rule(trace):
     if gaps is None or not len(gaps[0]):
         return None
     gs, ge, step_idx = gaps
-    st = steps(trace)
+    st = steps_frame(trace)
     total = _total_step_ns(trace)
     host = _gap_breakdown(trace, gs, ge)
     python = host["cpu_exec"] + host["other"]
@@ -516,7 +520,7 @@ def idle_gaps(trace):
     """(start, end, step index) of every device gap >= IDLE_GAP_NS inside a step, with
     all devices counted together; None without device work or steps."""
     ev = trace.events
-    st = steps(trace)
+    st = steps_frame(trace)
     work = device_work(trace)
     if st.empty or not work.any():
         return None

@@ -81,6 +81,12 @@ def steps(trace) -> pd.DataFrame:
     return step_info(trace).frame.copy()
 
 
+def steps_frame(trace) -> pd.DataFrame:
+    """``steps(trace)`` without the copy: the table kept for the trace, for an analysis
+    that only reads it (a dozen do, for every overview), never to be changed."""
+    return step_info(trace).frame
+
+
 def step_notes(trace) -> list[str]:
     """Why the steps look the way they do (no ProfilerStep, steps left out, ...)."""
     return list(step_info(trace).notes)
@@ -190,7 +196,7 @@ def lost_launches(trace) -> np.ndarray:
 
 @per_trace
 def _step_of_all(trace) -> np.ndarray:
-    frame = steps(trace)
+    frame = steps_frame(trace)
     n = len(trace.events)
     if frame.empty:
         out = np.full(n, -1, dtype=np.int64)

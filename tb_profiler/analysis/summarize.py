@@ -32,7 +32,7 @@ from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.modules import modules
 from tb_profiler.analysis.operators import operators
-from tb_profiler.analysis.steps import step_notes, steps, valid_times
+from tb_profiler.analysis.steps import step_notes, steps_frame, valid_times
 from tb_profiler.io.discovery import worker_name
 from tb_profiler.analysis.trace_summary import TraceSummary
 from tb_profiler.trace.categories import Kind, kind_mask
@@ -58,7 +58,7 @@ def default_worker(source: str) -> str:
 @per_trace
 def _summary(trace) -> TraceSummary:
     t0 = time.perf_counter()
-    st = steps(trace)
+    st = steps_frame(trace)
     facts = busy(trace)
     base = trace.base_time_ns
     summary = TraceSummary(
