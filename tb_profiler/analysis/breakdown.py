@@ -123,14 +123,14 @@ def _breakdown(trace) -> pd.DataFrame:
         prev = cov
     data["other_ns"] = (hi - lo) - prev
     data["total_ns"] = hi - lo
-    avg = _average_row(pd.DataFrame(data))
+    avg = _average_row(data)
     avg.update(step=-1, name="average")
     # the steps and the average row below them, built once (no concat, no per-column casts)
     return pd.DataFrame({c: np.append(data[c], avg[c]) if c == "name" else
                          np.append(data[c], avg[c]).astype(np.int64) for c in cols})
 
 
-def _average_row(frame: pd.DataFrame) -> dict[str, int]:
+def _average_row(frame: dict[str, np.ndarray]) -> dict[str, int]:
     """The average step in whole ns, its parts adding up exactly to its total.
 
     The total is the mean step duration rounded to the nearest ns (half to even). Each
@@ -138,8 +138,8 @@ def _average_row(frame: pd.DataFrame) -> dict[str, int]:
     most one per part) go, one each, to the parts with the largest remainders of their
     exact means (sum % steps), ties to the higher-priority category. So every part is
     its exact mean rounded down or up, never further off, and the parts sum to the total."""
-    n = len(frame)
-    total = int(np.rint(frame["total_ns"].mean()))
+    n = len(frame["total_ns"])
+    total = int(np.rint(frame["total_ns"].sum(dtype=np.float64) / n))  # as pandas' mean: a float sum over n
     sums = [int(frame[c].sum()) for c in NS_COLUMNS]  # Python ints: exact
     floors = [s // n for s in sums]
     rems = [s % n for s in sums]
