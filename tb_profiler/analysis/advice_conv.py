@@ -48,7 +48,8 @@ def slow_conv_rule(trace):
         return None
     n_steps = len(steps_frame(trace))
     ev = trace.events
-    hit = name_map(trace, lambda s: bool(SLOW_CONV_RE.match(s))) & (ev["kind"] == Kind.CPU_OP)
+    ops = ev["kind"] == Kind.CPU_OP
+    hit = ops & name_map(trace, lambda s: bool(SLOW_CONV_RE.match(s)), among=ops)
     rows = np.flatnonzero(hit)
     if n_steps and len(rows):
         rows = rows[step_of(trace, rows) >= 0]

@@ -147,7 +147,8 @@ def tc_eligible_kernel_share(trace) -> float:
     k = np.flatnonzero(compute(trace) & (op >= 0))
     if not len(k):
         return 0.0
-    eligible = (ev["kind"] == Kind.CPU_OP) & name_mask(trace, tc_eligible)
+    ops = ev["kind"] == Kind.CPU_OP
+    eligible = ops & name_mask(trace, tc_eligible, among=ops)
     eligible[op[k[uses_tensor_cores(trace)[k]]]] = True
     below = _has_marked_descendant(trace, eligible)
     bottom = eligible & ~below

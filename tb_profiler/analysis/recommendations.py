@@ -105,8 +105,10 @@ def _share_rule(trace, category: str, threshold: float):
     return (share, avg[category], avg["total"]) if share > threshold else None
 
 
-def _names(trace, predicate, dtype=bool, default=False) -> np.ndarray:
-    return name_map(trace, predicate, dtype, default)
+def _names(trace, predicate, dtype=bool, default=False, among: np.ndarray | None = None) -> np.ndarray:
+    """predicate over the names of the events ``among`` marks (all events by default),
+    once per distinct name; default for every other event."""
+    return name_map(trace, predicate, dtype, default, among=among)
 
 
 def _in_steps(trace) -> np.ndarray:
@@ -402,20 +404,22 @@ def host_syncs(trace) -> dict:
     ok = valid_times(trace)
     ops = ev["kind"] == Kind.CPU_OP
     runtime = roles == Role.RUNTIME
-    calls = runtime & ok & (_names(trace, lambda s: bool(SYNC_CALL_RE.match(s) or _HOST_SYNC_RE.search(s)))
-                            | (ev["kind"] == Kind.XPU_SYNC))
-    records = ok & (ev["kind"] == Kind.CUDA_SYNC) & _names(trace, lambda s: s in _SYNC_EVENT_NAMES)
+    calls = runtime & ok & (_names(trace, lambda s: bool(SYNC_CALL_RE.match(s) or _HOST_SYNC_RE.search(s)),
+                                   among=runtime) | (ev["kind"] == Kind.XPU_SYNC))
+    sync_kind = ev["kind"] == Kind.CUDA_SYNC
+    records = ok & sync_kind & _names(trace, lambda s: s in _SYNC_EVENT_NAMES, among=sync_kind)
     rt = launch(trace)
     has_call = records & (rt >= 0)
     calls[rt[has_call]] |= ok[rt[has_call]]           # the call a sync record says was one
     records &= rt < 0                                  # one sync, two records: the call counts
     # Copies the host waits for: copy operators holding a synchronizing call, or issuing a
     # device-to-host copy into pageable memory; then every copy operator around those.
-    copy_ops = ok & ops & _names(trace, lambda s: s in _COPY_OPS)
+    copy_ops = ok & ops & _names(trace, lambda s: s in _COPY_OPS, among=ops)
     blocking = np.zeros(len(ev), dtype=bool)
     held = nearest_ancestor(trace, np.flatnonzero(calls), copy_ops, include_self=False)
     blocking[held[held >= 0]] = True
-    d2h = (roles == Role.MEMCPY) & (rt >= 0) & _names(trace, _pageable_d2h)
+    copies = roles == Role.MEMCPY
+    d2h = copies & (rt >= 0) & _names(trace, _pageable_d2h, among=copies)
     issued = nearest_ancestor(trace, rt[d2h], copy_ops, include_self=False)
     blocking[issued[issued >= 0]] = True
     rows = np.flatnonzero(blocking)
@@ -424,7 +428,7 @@ def host_syncs(trace) -> dict:
         up = up[(up >= 0)]
         rows = up[~blocking[up]]
         blocking[rows] = True
-    items = ok & ops & _names(trace, lambda s: s in _SYNC_OPS)
+    items = ok & ops & _names(trace, lambda s: s in _SYNC_OPS, among=ops)
     points = calls | records | items | blocking
     inside = nearest_ancestor(trace, np.flatnonzero(points), points, include_self=False) != NO_ROW
     outer = points.copy()
@@ -449,8 +453,8 @@ def pageable_rule(trace):
     """Copies from or to pageable host memory: the driver stages them through a pinned
     buffer and the host waits for them."""
     ev = trace.events
-    m = (trace.roles == Role.MEMCPY) & valid_times(trace) & _in_steps(trace) \
-        & _names(trace, lambda s: "pageable" in s.lower())
+    copies = trace.roles == Role.MEMCPY
+    m = copies & valid_times(trace) & _in_steps(trace) & _names(trace, lambda s: "pageable" in s.lower(), among=copies)
     n = int(m.sum())
     n_steps = len(steps_frame(trace))
     if not n or not n_steps:
