@@ -49,6 +49,14 @@ void tb_dense_reserve(tb_dense *d, tb_scanner *s, size_t need)
     d->cap = ncap;
 }
 
+size_t tb_dense_expect(tb_dense *d, tb_scanner *s, size_t text_bytes)
+{
+    size_t guess = text_bytes / TB_BYTES_PER_EVENT_GUESS;
+    if (guess > d->cap)
+        tb_dense_reserve(d, s, guess);
+    return guess;
+}
+
 void tb_dense_free(tb_dense *d)
 {
     tb_colref refs[TB_NDENSE];
@@ -65,6 +73,8 @@ void tb_sparse_reserve(tb_sparse *c, tb_scanner *s, size_t need)
     if (need <= c->cap)
         return;
     size_t ncap = next_cap(s, c->cap, need);
+    if (c->cap && c->expect > ncap) /* a column most events fill: its expected size at once */
+        ncap = c->expect;
     int32_t *rows = realloc(c->rows, ncap * sizeof *rows);
     if (!rows)
         tb_fail_kind(s, TB_ERR_NOMEM, NULL, "out of memory");

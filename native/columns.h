@@ -37,6 +37,12 @@ typedef struct {
 
 void tb_dense_refs(tb_dense *d, tb_colref out[TB_NDENSE]);
 void tb_dense_reserve(tb_dense *d, tb_scanner *s, size_t need);
+/* Capacity up front for the events of text_bytes of JSON (at most one per
+ * TB_BYTES_PER_EVENT_GUESS bytes: Kineto's events take 100-900), so the columns are not
+ * grown (copied, remapped) a dozen times while the walk runs; what is left over is given
+ * back when each column is handed to Python (trimmed to its size). */
+#define TB_BYTES_PER_EVENT_GUESS 256
+size_t tb_dense_expect(tb_dense *d, tb_scanner *s, size_t text_bytes);
 void tb_dense_free(tb_dense *d);
 
 static inline void tb_dense_push(tb_dense *d, tb_scanner *s, const tb_row *r)
@@ -62,6 +68,7 @@ typedef struct {
     uint8_t *vals;
     size_t n, cap;
     size_t itemsize;
+    size_t expect; /* events expected (tb_dense_expect): a column outgrowing its first block takes that at once */
 } tb_sparse;
 
 void tb_sparse_reserve(tb_sparse *c, tb_scanner *s, size_t need);

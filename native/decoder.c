@@ -210,6 +210,14 @@ const uint8_t *tb_read_events_from(tb_decoder *d, const uint8_t *p, int depth)
     }
 }
 
+/* Columns sized for the events of text_bytes of JSON at once (see tb_dense_expect). */
+void tb_expect_events(tb_decoder *d, size_t text_bytes)
+{
+    size_t guess = tb_dense_expect(&d->dense, &d->sc, text_bytes);
+    for (int c = 0; c < TB_NSPARSE; c++)
+        d->sparse[c].expect = guess;
+}
+
 /* p at the events array's '[' (depth = its nesting depth). */
 static const uint8_t *read_events(tb_decoder *d, const uint8_t *p, int depth)
 {
@@ -218,6 +226,7 @@ static const uint8_t *read_events(tb_decoder *d, const uint8_t *p, int depth)
     if (tb_peek(s, p) == ']')
         return p + 1;
     tb_par_start(d, p, depth);
+    tb_expect_events(d, (size_t)((d->par ? tb_par_first_cut(d) : s->end) - p));
     return tb_read_events_from(d, p, depth);
 }
 

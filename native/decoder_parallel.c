@@ -111,8 +111,17 @@ static void *part_main(void *arg)
         pt->failed = true;
         return NULL;
     }
+    tb_par *par = d->par;
+    int k = d->slot; /* parts[k]: its text runs to the next cut, or the end */
+    tb_expect_events(d, (size_t)((k + 1 < par->n ? par->cuts[k + 1] : d->sc.end) - pt->start));
     pt->stop = tb_read_events_from(d, pt->start, pt->depth);
     return NULL;
+}
+
+/* The first helper's cut: where the main walk's own part ends. */
+const uint8_t *tb_par_first_cut(tb_decoder *d)
+{
+    return d->par->cuts[1];
 }
 
 bool tb_par_start(tb_decoder *d, const uint8_t *p, int depth)
@@ -340,6 +349,10 @@ const uint8_t *tb_par_landed(tb_decoder *d, const uint8_t *p)
     }
 }
 #else
+const uint8_t *tb_par_first_cut(tb_decoder *d)
+{
+    return d->sc.end;
+}
 bool tb_par_start(tb_decoder *d, const uint8_t *p, int depth)
 {
     (void)d, (void)p, (void)depth;

@@ -174,6 +174,9 @@ static inline bool key_is(const tb_str *k, const char *lit, size_t n)
 /* decoder.c: the events from the one at p to the array's ']' (a helper part's walk too). */
 const uint8_t *tb_read_events_from(tb_decoder *d, const uint8_t *p, int depth);
 
+/* decoder.c: columns sized at once for the events of text_bytes of JSON */
+void tb_expect_events(tb_decoder *d, size_t text_bytes);
+
 /* decoder_args.c */
 void tb_drop_arg_columns(tb_decoder *d, int32_t row);
 const uint8_t *tb_read_args(tb_decoder *d, const uint8_t *p, int depth, int32_t row);
@@ -184,5 +187,6 @@ bool tb_par_start(tb_decoder *d, const uint8_t *p, int depth);
 void tb_par_guard(tb_decoder *d, const uint8_t *write_end);
 void tb_par_finish(tb_decoder *d);
 const uint8_t *tb_par_landed(tb_decoder *d, const uint8_t *p);
+const uint8_t *tb_par_first_cut(tb_decoder *d); /* d->par set: where the main walk's part ends */
 
 #endif

@@ -39,14 +39,6 @@ def _int_or_zero(col: np.ndarray) -> np.ndarray:
     return np.where(col == MISSING_INT, 0, col).astype(np.int64)
 
 
-def _reduce(values: np.ndarray, inv: np.ndarray, m: int):
-    """(max, min) of values per group, by one sort and reduceat."""
-    order = np.argsort(inv, kind="stable")
-    starts = np.searchsorted(inv[order], np.arange(m))
-    v = values[order]
-    return np.maximum.reduceat(v, starts), np.minimum.reduceat(v, starts)
-
-
 def _weighted(col: np.ndarray, dur: np.ndarray, inv: np.ndarray, m: int, total: np.ndarray) -> np.ndarray:
     x = np.nan_to_num(col.astype(np.float64), nan=0.0)
     s = np.bincount(inv, weights=x * dur, minlength=m)
@@ -58,14 +50,16 @@ def _stats(trace, rows: np.ndarray, inv: np.ndarray, m: int) -> dict:
     dur = np.where(ev["dur"][rows] == MISSING_INT, 0, ev["dur"][rows])
     calls = np.bincount(inv, minlength=m).astype(np.int64)
     total = np.bincount(inv, weights=dur, minlength=m).astype(np.int64)
-    mx, mn = _reduce(dur, inv, m)
     graph = np.bincount(inv, weights=launched_by_graph(trace)[rows], minlength=m).astype(np.int64)
-    # the longest call's event: where a row of the table opens in the Trace view (its launch,
-    # its operator and that operator's stack are one click from there)
+    # one sort by group, then duration: each group's first call is its shortest, its last
+    # the longest (whose event a row of the table opens in the Trace view: its launch, its
+    # operator and that operator's stack are one click from there)
     order = np.lexsort((dur, inv))
-    last = np.searchsorted(inv[order], np.arange(m), side="right") - 1
+    grouped = inv[order]
+    first = np.searchsorted(grouped, np.arange(m), side="left")
+    last = np.searchsorted(grouped, np.arange(m), side="right") - 1
     return {"calls": calls, "graph_calls": graph, "total_ns": total, "mean_ns": total / np.maximum(calls, 1),
-            "max_ns": mx, "min_ns": mn, "longest_event": rows[order[last]].astype(np.int64),
+            "max_ns": dur[order[last]], "min_ns": dur[order[first]], "longest_event": rows[order[last]].astype(np.int64),
             "blocks_per_sm": _weighted(ev["blocks_per_sm"][rows], dur, inv, m, total),
             "occupancy": _weighted(ev["occupancy"][rows], dur, inv, m, total)}
 

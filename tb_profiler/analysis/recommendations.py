@@ -197,10 +197,10 @@ def utilization_rule(trace):
     if dev.empty:
         return None
     util = dev["utilization_pct"].to_numpy(dtype=float, na_value=np.nan)
-    low = [r for r, hit in zip(dev.itertuples(), (util < 100 * LOW_UTILIZATION) & (dev["kernels"].to_numpy() > 0))
-           if hit]  # one row per device
-    if not low:
+    hit = np.flatnonzero((util < 100 * LOW_UTILIZATION) & (dev["kernels"].to_numpy() > 0))
+    if not len(hit):
         return None
+    low = list(dev.iloc[hit].itertuples())  # one row per device
     word = trace.device_word or "Device"
     parts = [f"{word} {int(r.device)}: {r.utilization_pct:.1f}% ({fmt_ns(r.busy_ns)} busy of {fmt_ns(r.window_ns)})"
              for r in low]

@@ -101,7 +101,10 @@ def device_list(props: list[dict], dev_ids: np.ndarray, backend: str | None) -> 
             properties=p,
         )
     if len(dev_ids):
-        for did in np.unique(dev_ids[dev_ids >= 0]).tolist():
+        seen = dev_ids[dev_ids >= 0]
+        # a few small ids: counted (np.unique hashes or sorts every event's id)
+        ids = np.flatnonzero(np.bincount(seen)) if len(seen) and seen.max() < (1 << 16) else np.unique(seen)
+        for did in ids.tolist():
             by_id.setdefault(did, Device(id=did, kind=backend)).seen_in_events = True
     return [by_id[k] for k in sorted(by_id)]
 
