@@ -91,9 +91,9 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
     sparse_types = sparse_dtypes()
     dropped: dict[str, tuple[int, int]] = {}
     no_dur = 0
-    for table, phases in PHASES.items():
-        mask = _byte_lookup(phases)[ph]
-        rows = np.flatnonzero(mask)
+    table_of = _TABLE_OF_PHASE[ph]  # each row's table (1 + its index in PHASES; 0: none), one lookup
+    for k, table in enumerate(PHASES, start=1):
+        rows = np.flatnonzero(table_of == k)
         ts = dense["ts"][rows]
         dur = None
         if table == "events":
@@ -154,11 +154,15 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
     return TraceState(arrays, strings, _detach_blob(decoded.args_blob, buf), meta)
 
 
-def _byte_lookup(values: bytes) -> np.ndarray:
-    """A 256-entry mask, True at the given byte values (``lut[ph]``: ``np.isin`` without a sort)."""
-    lut = np.zeros(256, dtype=bool)
-    lut[np.frombuffer(values, dtype=np.uint8)] = True
+def _table_of_phase() -> np.ndarray:
+    """Per ph byte, 1 + the index in PHASES of the table holding it (0: none)."""
+    lut = np.zeros(256, dtype=np.uint8)
+    for k, phases in enumerate(PHASES.values(), start=1):
+        lut[np.frombuffer(phases, dtype=np.uint8)] = k
     return lut
+
+
+_TABLE_OF_PHASE = _table_of_phase()
 
 
 def _by_start_longest_first(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
