@@ -93,7 +93,7 @@ def _used(trace, among: np.ndarray | None) -> np.ndarray:
     if among is None or not len(used):
         return used
     n = len(trace.strings)
-    return np.flatnonzero(np.bincount(safe[among], minlength=n + 1)[:n])
+    return np.flatnonzero(np.bincount(safe, weights=among, minlength=n + 1)[:n])  # weights: no masked copy
 
 
 def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False,
@@ -111,8 +111,8 @@ def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False,
     if len(used):  # map() over the names, one store: no Python indexing per name (10 M names)
         lut[used] = mapped(fn, strings[used], dtype)
     out = lut[safe]
-    if among is not None:
-        out[~among] = default
+    if among is not None:  # (arithmetic, not a masked store: a store through a mask branches per row)
+        out = out & among if out.dtype == bool and not default else np.where(among, out, default).astype(out.dtype)
     return out
 
 
