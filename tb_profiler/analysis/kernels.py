@@ -29,6 +29,7 @@ STAT_COLUMNS = ("calls", "graph_calls", "total_ns", "mean_ns", "max_ns", "min_ns
                 "occupancy", "tensor_cores")
 OP_KEY_COLUMNS = ("op", "grid", "block", "registers", "shared_memory", "op_tc_eligible")
 _DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+_OBJECT_COLUMNS = ("op", "grid", "block")  # texts with None where there is none
 
 
 def _dim_text(x, y, z) -> str | None:
@@ -142,13 +143,11 @@ def _kernels(trace, group_by: str, steps_only: bool):
     # by total time, then calls, both descending, ties in order of first appearance: sorted
     # as arrays, so the table is built once
     order = np.lexsort((-data["calls"], -data["total_ns"]))
-    df = pd.DataFrame({c: _take(v, order) for c, v in data.items()})
+    # object dtype keeps None (JSON null) where pandas' string dtype would put NaN; the
+    # name column takes pandas' string dtype (a kernel always has a name)
+    df = pd.DataFrame({c: pd.Series(v[order], dtype=object) if c in _OBJECT_COLUMNS else v[order]
+                       for c, v in data.items()})
     return with_kernel_fields(trace, df)  # occupancy limits, priority, channel where present
-
-
-def _take(column, order: np.ndarray):
-    """column (an array or an object Series) in the given row order."""
-    return column.iloc[order].reset_index(drop=True) if hasattr(column, "iloc") else column[order]
 
 
 def _op_columns(trace, keys: list[np.ndarray], first: np.ndarray, inv: np.ndarray) -> dict:
@@ -158,17 +157,22 @@ def _op_columns(trace, keys: list[np.ndarray], first: np.ndarray, inv: np.ndarra
     eligible = call_tree(trace).eligible
     op_elig = np.bincount(inv, weights=(op >= 0) & eligible[np.maximum(op, 0)], minlength=len(first)) > 0
     op_elig |= string_id_mask(op_name, trace.strings, tc_eligible)
-    import pandas as pd
-
-    # object dtype keeps None (JSON null) where pandas' string dtype would put NaN
     op_text = trace.str(op_name)
     annotated = op_name <= -2  # graph kernels: the captured code's annotation, not the launch's op
     if annotated.any():
         op_text[annotated] = graph_labels(trace)[-2 - op_name[annotated]]
-    return {"op": pd.Series(op_text, dtype=object),
-            "grid": pd.Series([_dim_text(*t) for t in zip(gx.tolist(), gy.tolist(), gz.tolist())], dtype=object),
-            "block": pd.Series([_dim_text(*t) for t in zip(bx.tolist(), by.tolist(), bz.tolist())], dtype=object),
+    return {"op": op_text,
+            "grid": _texts(_dim_text(*t) for t in zip(gx.tolist(), gy.tolist(), gz.tolist())),
+            "block": _texts(_dim_text(*t) for t in zip(bx.tolist(), by.tolist(), bz.tolist())),
             "registers": regs, "shared_memory": shm, "op_tc_eligible": op_elig}
+
+
+def _texts(items) -> np.ndarray:
+    """An object array of texts and None (a list of tuples would become a 2-D array)."""
+    items = list(items)
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
 __all__ = ["GROUP_BY", "kernels", "kernels_frame"]
