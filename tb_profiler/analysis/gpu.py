@@ -79,7 +79,7 @@ def _device_summary(trace) -> pd.DataFrame:
     win = window(trace)
     props = {d.id: d for d in trace.devices}
     rows = [_device_row(trace, int(i), did, win, props.get(int(i))) for i in ids.tolist()]  # per device
-    return pd.DataFrame({c: [r[c] for r in rows] for c in SUMMARY_COLUMNS})  # by column: no per-row dict walk
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 def _device_row(trace, dev_id: int, did: np.ndarray, win, device) -> dict:
