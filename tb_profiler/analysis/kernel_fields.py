@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tb_profiler.analysis.keys import unique_ints
+from tb_profiler.analysis.keys import factorize, unique_ints
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.trace.arg_values import arg_numbers, arg_strings, keys_mentioned
 from tb_profiler.trace.roles import Role
@@ -51,9 +51,8 @@ def _read(trace, rows: np.ndarray, key: str, text: bool) -> np.ndarray:
     return arg_strings(trace, rows, key) if text else arg_numbers(trace, rows, key)
 
 
-def _sample(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first SAMPLE calls of each kernel name (rows in trace order), and which of them
-    is a name's first call."""
+def _sample(trace, rows: np.ndarray) -> np.ndarray:
+    """The first SAMPLE calls of each kernel name (rows in trace order)."""
     names = trace.events["name"][rows].astype(np.int64)
     order = np.lexsort((rows, names))
     sorted_names = names[order]
@@ -61,8 +60,7 @@ def _sample(trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     group_start = np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order)) - group_start
-    keep = rank < SAMPLE
-    return rows[keep], rank[keep] == 0
+    return rows[rank < SAMPLE]
 
 
 def _mode(names: np.ndarray, values: np.ndarray) -> pd.Series:
@@ -86,14 +84,14 @@ def kernel_fields(trace) -> pd.DataFrame:
     rows = np.flatnonzero(trace.roles == Role.COMPUTE)
     if not len(rows):
         return pd.DataFrame({"name": pd.Series(dtype=object)})
-    sample, first = _sample(trace, rows)
-    firsts = sample[first]
+    firsts = rows[factorize(ev["name"][rows])[1]]  # each kernel name's first call
     mentioned = keys_mentioned(trace, firsts, _PROBES)  # one read of the texts: most traces lack them all
     present = [c for key, cols in _PROBES.items()
                if key in mentioned and pd.notna(pd.Series(_read(trace, firsts, key, key == "limitingFactors"), dtype=object)).any()
                for c in cols]
     if not present:
         return pd.DataFrame({"name": pd.Series(dtype=object)})
+    sample = _sample(trace, rows)
     names = ev["name"][sample].astype(np.int64)
     ids = unique_ints(names)
     out = {"name": trace.str(ids)}
