@@ -48,7 +48,10 @@ def covered_before(ms: np.ndarray, me: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 def covered_in(ms: np.ndarray, me: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Covered length of merged intervals inside each window [lo, hi)."""
-    return covered_before(ms, me, hi) - covered_before(ms, me, lo)
+    hi = np.asarray(hi, dtype=np.int64)
+    n = hi.size
+    both = covered_before(ms, me, np.concatenate([hi.reshape(-1), np.asarray(lo, dtype=np.int64).reshape(-1)]))
+    return (both[:n] - both[n:]).reshape(hi.shape)  # one running sum and one search for both edges
 
 
 def _combine(a: tuple, b: tuple, keep) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ from tb_profiler.analysis.links import NO_ROW, launch, launches, nearest_ancesto
 from tb_profiler.analysis.memcpy import copy_direction
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.memory import peak_rows
-from tb_profiler.analysis.shared import device_work, name_map
+from tb_profiler.analysis.shared import device_work, frozen, name_map
 from tb_profiler.analysis.steps import step_of, steps_frame, valid_times
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.categories import Kind
@@ -111,8 +111,10 @@ def _names(trace, predicate, dtype=bool, default=False, among: np.ndarray | None
     return name_map(trace, predicate, dtype, default, among=among)
 
 
+@per_trace
 def _in_steps(trace) -> np.ndarray:
-    return step_of(trace) >= 0
+    """Per event: inside a step (read-only: several rules share it)."""
+    return frozen(step_of(trace) >= 0)
 
 
 def _total_step_ns(trace) -> int:
