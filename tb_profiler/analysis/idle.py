@@ -141,20 +141,18 @@ def idle_time(trace, *, kernel_wait_ns: int = DEFAULT_KERNEL_WAIT_NS) -> dict:
     dur = hi - lo
 
     n_tl, n_win = raw.busy.shape
-    per_kind = np.zeros((n_tl, n_win, 3), dtype=np.int64)
-    np.add.at(per_kind, (tl, win, kind), dur)
-    gaps = np.zeros(n_tl * n_win, dtype=np.int64)
+    per_kind = np.bincount((tl * n_win + win) * 3 + kind, weights=dur,
+                           minlength=n_tl * n_win * 3).astype(np.int64).reshape(n_tl, n_win, 3)
     pairs = unique_ints(st * n_win + win)
-    np.add.at(gaps, raw.st_tl[pairs // n_win] * n_win + pairs % n_win, 1)
-    gaps = gaps.reshape(n_tl, n_win)
+    gaps = np.bincount(raw.st_tl[pairs // n_win] * n_win + pairs % n_win,
+                       minlength=n_tl * n_win).astype(np.int64).reshape(n_tl, n_win)
 
     window = np.broadcast_to(raw.we - raw.ws, (n_tl, n_win))
     table = _table(raw, window, raw.busy, window - raw.busy, per_kind, gaps)
     dev_level = raw.tl_stream == DEVICE_LEVEL
-    nd = int(dev_level.sum())
-    rows_per_tl = n_win + 1
-    out["devices"] = table.iloc[:nd * rows_per_tl].reset_index(drop=True)
-    out["streams"] = table.iloc[nd * rows_per_tl:].reset_index(drop=True)
+    cut = int(dev_level.sum()) * (n_win + 1)  # the device timelines' rows come first
+    out["devices"] = pd.DataFrame({c: v[:cut] for c, v in table.items()})
+    out["streams"] = pd.DataFrame({c: v[cut:] for c, v in table.items()})
 
     order = np.lexsort((raw.tl_stream[tl], raw.tl_device[tl], lo))
     out["gaps"] = pd.DataFrame({
@@ -169,8 +167,8 @@ def idle_time(trace, *, kernel_wait_ns: int = DEFAULT_KERNEL_WAIT_NS) -> dict:
     return out
 
 
-def _table(raw: _Stretches, window, busy, idle, per_kind, gaps) -> pd.DataFrame:
-    """Rows per timeline: one per step, then the totals (step -1)."""
+def _table(raw: _Stretches, window, busy, idle, per_kind, gaps) -> dict[str, np.ndarray]:
+    """IDLE_COLUMNS' arrays, rows per timeline: one per step, then the totals (step -1)."""
     n_tl, n_win = busy.shape
 
     def with_total(x):
@@ -182,7 +180,7 @@ def _table(raw: _Stretches, window, busy, idle, per_kind, gaps) -> pd.DataFrame:
         "window_ns": with_total(window), "busy_ns": with_total(busy), "idle_ns": with_total(idle),
         "host_wait_ns": with_total(per_kind[..., _HOST]), "kernel_wait_ns": with_total(per_kind[..., _KERNEL]),
         "other_ns": with_total(per_kind[..., _OTHER]), "gaps": with_total(gaps)}
-    return pd.DataFrame({c: np.asarray(cols[c], dtype=np.int64) for c in IDLE_COLUMNS})  # one construction
+    return {c: np.asarray(cols[c], dtype=np.int64) for c in IDLE_COLUMNS}
 
 
 def _in_windows(lo, hi, ws, we):
