@@ -20,6 +20,7 @@ from tb_profiler.analysis.intervals import covered_in, merge_intervals
 from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.analysis.links import host_parent, launching_op
 from tb_profiler.analysis.memo import per_trace
+from tb_profiler.analysis.nesting import marked_below
 from tb_profiler.analysis.shared import compute, device_work, frozen, name_mask
 from tb_profiler.analysis.steps import steps_frame
 from tb_profiler.analysis.tensor_cores import tc_eligible
@@ -150,25 +151,10 @@ def tc_eligible_kernel_share(trace) -> float:
     ops = ev["kind"] == Kind.CPU_OP
     eligible = ops & name_mask(trace, tc_eligible, among=ops)
     eligible[op[k[uses_tensor_cores(trace)[k]]]] = True
-    below = _has_marked_descendant(trace, eligible)
+    below = marked_below(host_parent(trace), eligible)  # an eligible op below it, on its thread
     bottom = eligible & ~below
     dur = ev["dur"][k]
     return float(dur[bottom[op[k]]].sum() / dur.sum()) if dur.sum() else 0.0
-
-
-def _has_marked_descendant(trace, marked: np.ndarray) -> np.ndarray:
-    """Per event: some event nested below it (same thread) is marked. Walks up from the
-    marked events one nesting level per round, stopping at ancestors already known."""
-    parent = host_parent(trace)
-    out = np.zeros(len(marked), dtype=bool)
-    cur = parent[np.flatnonzero(marked)]
-    cur = cur[cur >= 0]
-    while len(cur):
-        cur = unique_ints(cur[~out[cur]])
-        out[cur] = True
-        cur = parent[cur]
-        cur = cur[cur >= 0]
-    return out
 
 
 def kernel_tc_share(trace) -> float | None:

@@ -18,7 +18,7 @@ from tb_profiler.analysis.kernel_fields import with_kernel_fields
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import launched_by_graph, launching_op
 from tb_profiler.analysis.memo import per_trace_args
-from tb_profiler.analysis.operators import call_tree
+from tb_profiler.analysis.operators import tree_shape
 from tb_profiler.analysis.steps import in_steps
 from tb_profiler.analysis.tensor_cores import string_id_mask, tc_eligible
 from tb_profiler.decode.schema import MISSING_INT
@@ -154,7 +154,7 @@ def _op_columns(trace, keys: list[np.ndarray], first: np.ndarray, inv: np.ndarra
     """op, grid, block, registers, shared_memory and op_tc_eligible per group."""
     op_name, gx, gy, gz, bx, by, bz, regs, shm = (k[first] for k in keys[1:10])
     op = keys[10]  # launching op row per kernel
-    eligible = call_tree(trace).eligible
+    eligible = tree_shape(trace).eligible  # not the whole call tree: no subtree sums
     op_elig = np.bincount(inv, weights=(op >= 0) & eligible[np.maximum(op, 0)], minlength=len(first)) > 0
     op_elig |= string_id_mask(op_name, trace.strings, tc_eligible)
     op_text = trace.str(op_name)

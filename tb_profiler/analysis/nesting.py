@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_profiler.analysis.keys import unique_ints
 from tb_profiler.decode.extension import extension
 
 _native = extension()  # the nesting walks are C
@@ -100,6 +101,21 @@ def subtree_sum(values: np.ndarray, parent: np.ndarray, level: np.ndarray | None
     for chunk in level_chunks(parent, level) if chunks is None else chunks:
         _native.subtree_add(np.ascontiguousarray(chunk, dtype=np.int64), parent, total)
     return total
+
+
+def marked_below(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """Per node: some node below it (a descendant through ``parent``) is marked. Walks up
+    from the marked nodes one level per round, stopping at ancestors already reached (a
+    marked ancestor's own walk goes on from there)."""
+    out = np.zeros(len(marked), dtype=bool)
+    cur = parent[np.flatnonzero(marked)]
+    cur = cur[cur >= 0]
+    while len(cur):
+        cur = unique_ints(cur[~out[cur]])
+        out[cur] = True
+        cur = parent[cur]
+        cur = cur[cur >= 0]
+    return out
 
 
 def climb(parent: np.ndarray, start: np.ndarray, wanted: np.ndarray) -> np.ndarray:

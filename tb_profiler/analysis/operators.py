@@ -41,7 +41,7 @@ from tb_profiler.analysis.gpu import uses_tensor_cores as kernel_uses_tensor_cor
 from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.links import NO_ROW, launching_op, nearest_ancestor
 from tb_profiler.analysis.memo import per_trace, per_trace_args
-from tb_profiler.analysis.nesting import level_chunks, subtree_sum
+from tb_profiler.analysis.nesting import level_chunks, marked_below, subtree_sum
 from tb_profiler.analysis.shared import durations, name_map, name_mask
 from tb_profiler.analysis.stacks import forward_names, op_stacks, stack_from_texts
 from tb_profiler.analysis.steps import in_steps
@@ -179,13 +179,25 @@ def _device_attribution(trace, owner: np.ndarray):
     return device, tcore
 
 
-def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_child: bool = False,
-                    fold_kinds=(Kind.CPU_OP,)) -> CallTree:
-    """The call tree under the given rules: events named in hidden_names left out (their
-    time stays in the parent's self time); whether runtime calls count as siblings when
-    folding same-name children, and which kinds fold (None: every kind, as torch).
-    ``call_tree`` uses the old plugin's rules, ``keyavg`` torch's. Async ranges are never
-    nodes (see the module docstring)."""
+@dataclass(frozen=True)
+class TreeShape:
+    """The call tree's nodes and links under some rules, what each node launched, and which
+    operators are tensor-core eligible: the part of ``CallTree`` that needs no subtree
+    sums (the kernel table reads only this). Arrays indexed by event row, as CallTree's."""
+
+    node: np.ndarray
+    merged: np.ndarray
+    parent: np.ndarray
+    live: np.ndarray         # rows of the nodes not merged (the tree's members), ascending
+    device_self: np.ndarray
+    tc_self: np.ndarray
+    eligible: np.ndarray
+
+
+_DEFAULT_FOLD = (Kind.CPU_OP,)
+
+
+def _tree_shape(trace, hidden_names: frozenset, runtime_is_child: bool, fold_kinds) -> TreeShape:
     ev = trace.events
     n = len(ev)
     node = role_mask(trace.roles, CALL_ROLES) & ~async_ranges(trace)
@@ -195,26 +207,48 @@ def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_chi
     parent0 = np.full(n, NO_ROW, np.int64)
     parent0[rows] = nearest_ancestor(trace, rows, node, include_self=False)
     merged, owner = _fold_duplicates(trace, node, parent0, runtime_is_child, fold_kinds)
-    live = np.flatnonzero(node & ~merged)
+    is_live = node & ~merged
+    live = np.flatnonzero(is_live)
     parent = np.full(n, NO_ROW, np.int64)
     parent[live] = np.where(parent0[live] >= 0, owner[np.maximum(parent0[live], 0)], NO_ROW)
+    device_self, tc_self = _device_attribution(trace, owner)
+    is_op = ev["kind"] == Kind.CPU_OP
+    # eligible: by name or by a tensor-core kernel launched, itself or (a member) below it
+    own = name_mask(trace, tc_eligible, among=is_op) | (tc_self > 0)
+    eligible = is_op & (own | (is_live & marked_below(parent, own & is_live)))
+    return TreeShape(node=node, merged=merged, parent=parent, live=live, device_self=device_self,
+                     tc_self=tc_self, eligible=eligible)
+
+
+@per_trace
+def tree_shape(trace) -> TreeShape:
+    """``call_tree``'s shape (the old plugin's rules), without its subtree sums."""
+    return _tree_shape(trace, frozenset(), False, _DEFAULT_FOLD)
+
+
+def build_call_tree(trace, hidden_names: frozenset = frozenset(), runtime_is_child: bool = False,
+                    fold_kinds=_DEFAULT_FOLD) -> CallTree:
+    """The call tree under the given rules: events named in hidden_names left out (their
+    time stays in the parent's self time); whether runtime calls count as siblings when
+    folding same-name children, and which kinds fold (None: every kind, as torch).
+    ``call_tree`` uses the old plugin's rules, ``keyavg`` torch's. Async ranges are never
+    nodes (see the module docstring)."""
+    default = not hidden_names and not runtime_is_child and fold_kinds == _DEFAULT_FOLD
+    sh = tree_shape(trace) if default else _tree_shape(trace, hidden_names, runtime_is_child, fold_kinds)
+    n = len(trace.events)
+    node, merged, parent, live = sh.node, sh.merged, sh.parent, sh.live
     dur = _durations(trace)
     has_parent = live[parent[live] >= 0]
     children_ns = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=n).astype(np.int64)
     host_self = np.where(node & ~merged, dur - children_ns, 0)
     py = has_parent[trace.roles[has_parent] == Role.PYTHON]
     python = np.bincount(parent[py], weights=dur[py], minlength=n).astype(np.int64)
-    device_self, tc_self = _device_attribution(trace, owner)
-    is_op = ev["kind"] == Kind.CPU_OP
-    named = name_mask(trace, tc_eligible, among=is_op)
     subtree = _subtree_summer(parent, live)
-    below = subtree((named | (tc_self > 0)).astype(np.int64))
-    candidate = is_op & node & ~merged
+    candidate = (trace.events["kind"] == Kind.CPU_OP) & node & ~merged
     operator = candidate & ~name_mask(trace, _not_operator, among=candidate)
     return CallTree(node=node, merged=merged, parent=parent, host_self=host_self, python=python,
-                    device_self=device_self, device_total=subtree(device_self),
-                    tc_self=tc_self, tc_total=subtree(tc_self),
-                    eligible=is_op & (below > 0), operator=operator)
+                    device_self=sh.device_self, device_total=subtree(sh.device_self),
+                    tc_self=sh.tc_self, tc_total=subtree(sh.tc_self), eligible=sh.eligible, operator=operator)
 
 
 @per_trace
