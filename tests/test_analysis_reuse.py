@@ -166,11 +166,25 @@ def test_the_why_analyses_are_kept_per_trace_and_arguments():
 
 
 def test_the_call_tree_finds_its_levels_once_for_all_its_subtree_sums():
+    """One schedule (children before parents) serves all the tree's subtree sums. Its
+    members come in row order, parents first (the events table is sorted by start,
+    outermost first), so the schedule is the members backwards and needs no depth walk;
+    only a tree not in that order would walk its depth, once."""
+    from tb_profiler.analysis import operators
+
     t = fresh()
     links.launching_op(t)
-    with counting(nesting.depth) as calls:
+    with counting(nesting.depth, operators._children_first, nesting.subtree_sum) as calls:
         call_tree(t)
+    assert calls == {"depth": 0, "_children_first": 1, "subtree_sum": 2}  # device and tensor-core totals
+
+    parent = np.array([-1, 0, 0, 1])  # member 3's parent is member 1: row order holds
+    assert operators._children_first(parent)[0].tolist() == [3, 2, 1]
+    shuffled = np.array([2, -1, 1, 2])  # member 0's parent is member 2, after it: the depth schedule
+    with counting(nesting.depth) as calls:
+        (order,) = operators._children_first(shuffled)
     assert calls == {"depth": 1}
+    assert sorted(order.tolist()) == [0, 2, 3] and order.tolist().index(2) > order.tolist().index(0)
 
 
 def test_idle_gaps_cut_time_without_np_unique(monkeypatch):
@@ -305,13 +319,15 @@ def test_unique_ints_equals_np_unique():
 
 
 def _factorize_reference(*keys):
-    """keys.factorize as it was: every key folded, constant ones included."""
+    """keys.factorize the plain way: every key folded in turn, constant ones included, a
+    missing value (None, NaN) a value of its own (pandas codes it -1: moved to 0, before the
+    others, so it never aliases another key's code)."""
     n = len(keys[0]) if keys else 0
     code = np.zeros(n, dtype=np.int64)
     groups = 1 if n else 0
     for key in keys:
         inv, uniq = pd.factorize(np.asarray(key), sort=False)
-        code, combined = pd.factorize(code * max(len(uniq), 1) + inv, sort=False)
+        code, combined = pd.factorize(code * (len(uniq) + 1) + inv + 1, sort=False)
         groups = len(combined)
     code = code.astype(np.int64, copy=False)
     top = np.maximum.accumulate(code) if n else code
@@ -339,6 +355,15 @@ def test_factorize_equals_the_fold_of_every_key():
         got, want = factorize(*keys), _factorize_reference(*keys)
         assert np.array_equal(got[0], want[0]) and got[0].dtype == want[0].dtype
         assert np.array_equal(got[1], want[1])
+
+
+def test_factorize_never_groups_a_missing_value_with_another_key():
+    """(1, None) and (0, "s1") are two groups: pandas codes None -1, and folding 1 * 1 + -1
+    gave the same code as 0 * 1 + 0 before missing values had a code of their own."""
+    code, first = factorize(np.array([1, 0]), np.array([None, "s1"], dtype=object))
+    assert code.tolist() == [0, 1] and first.tolist() == [0, 1]
+    code, _ = factorize(np.array([1, 0, 1]), np.array([np.nan, 2.0, np.nan]))
+    assert code.tolist() == [0, 1, 0]
 
 
 def test_factorize_of_real_thread_keys_equals_the_reference(trace):

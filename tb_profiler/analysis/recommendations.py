@@ -117,8 +117,10 @@ def _in_steps(trace) -> np.ndarray:
     return frozen(step_of(trace) >= 0)
 
 
+@per_trace
 def _total_step_ns(trace) -> int:
-    return int(steps_frame(trace)["dur_ns"].sum())
+    """The steps' time together (four rules divide by it)."""
+    return int(steps_frame(trace)["dur_ns"].to_numpy().sum())
 
 
 # -- torch-tb-profiler's rules ---------------------------------------------------------------

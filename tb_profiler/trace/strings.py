@@ -39,10 +39,10 @@ def map_string_ids(ids: np.ndarray, strings: np.ndarray, fn: Callable[[str], obj
     ids = np.asarray(ids)
     n = len(strings)
     lut = np.full(n + 1, default, dtype=dtype)  # last slot: missing ids
-    used = used_ids(ids, n)
+    safe = np.where((ids >= 0) & (ids < n), ids, n)
+    used = np.flatnonzero(np.bincount(safe, minlength=n + 1)[:n]) if len(safe) else safe[:0]  # (no masked copy)
     if len(used):  # map() over the names, one store: no Python indexing per name
         lut[used] = mapped(fn, strings[used], dtype)
-    safe = np.where((ids >= 0) & (ids < n), ids, n)
     return lut[safe]
 
 
