@@ -10,7 +10,6 @@ import numpy as np
 
 _COUNT_SPAN = 1 << 16  # unique_ints counts values spanning up to this many + 4 per value
 _FEW_RUNS = 64         # ... and sorts stably values of fewer sorted runs than this
-_NARROW_SPAN = 1 << 16  # factorize codes an integer key spanning up to this + 4 per row by offset
 _PACK_LIMIT = 1 << 62   # packed codes stay below this
 
 
@@ -57,7 +56,7 @@ def _key_codes(key: np.ndarray) -> tuple[np.ndarray, int]:
     if key.dtype.kind in "iu":
         lo, hi = key.min(), key.max()
         span = int(hi) - int(lo) + 1
-        if span <= _NARROW_SPAN + 4 * len(key):
+        if span <= _COUNT_SPAN + 4 * len(key):  # the span unique_ints counts: codes by offset
             return (key - lo).astype(np.int64), span  # in the key's own type first: no overflow
     codes, uniq = pd.factorize(key, sort=False)  # missing -> -1, moved to code 0
     return codes.astype(np.int64) + 1, len(uniq) + 1

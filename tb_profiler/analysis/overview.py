@@ -55,13 +55,13 @@ def _overview(trace) -> dict:
         "devices": devices,
         "recommendations": recommendations(trace),
         "diagnosis": diagnosis(trace),
-        "summary": _summary(trace, info, ns, pct, devices),
+        "summary": _summary(trace, info, pct, devices),
         "notes": _notes(trace, info, devices),
     }
     return out
 
 
-def _summary(trace, info, ns: pd.DataFrame, pct: pd.DataFrame, devices: pd.DataFrame) -> dict:
+def _summary(trace, info, pct: pd.DataFrame, devices: pd.DataFrame) -> dict:
     """The headline numbers: average step, step count and the average breakdown."""
     steps = info.frame
     win = window(trace)

@@ -78,7 +78,7 @@ def steps(trace) -> pd.DataFrame:
     memcpys and memsets launched inside the step; event: the ProfilerStep row in
     ``trace.events`` (-1 for the whole-trace step).
     """
-    return step_info(trace).frame.copy()
+    return steps_frame(trace).copy()
 
 
 def steps_frame(trace) -> pd.DataFrame:

@@ -23,11 +23,20 @@ def as_string_array(strings) -> np.ndarray:
 
 def used_ids(ids: np.ndarray, n_strings: int) -> np.ndarray:
     """The distinct valid ids (0 <= id < n_strings) occurring in ``ids``, ascending; O(n)."""
+    return _used_of_safe(safe_ids(ids, n_strings), n_strings)
+
+
+def safe_ids(ids: np.ndarray, n_strings: int) -> np.ndarray:
+    """ids with every invalid one (-1, out of range) as n_strings: a lookup table's last slot."""
     ids = np.asarray(ids)
-    valid = ids[(ids >= 0) & (ids < n_strings)] if len(ids) else ids
-    if len(valid) == 0:
+    return np.where((ids >= 0) & (ids < n_strings), ids, n_strings)
+
+
+def _used_of_safe(safe: np.ndarray, n_strings: int) -> np.ndarray:
+    """The distinct valid ids of ``safe_ids``' output, counted (no masked copy of the ids)."""
+    if not len(safe):
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.bincount(valid, minlength=n_strings))
+    return np.flatnonzero(np.bincount(safe, minlength=n_strings + 1)[:n_strings])
 
 
 def map_string_ids(ids: np.ndarray, strings: np.ndarray, fn: Callable[[str], object], dtype,
@@ -39,8 +48,8 @@ def map_string_ids(ids: np.ndarray, strings: np.ndarray, fn: Callable[[str], obj
     ids = np.asarray(ids)
     n = len(strings)
     lut = np.full(n + 1, default, dtype=dtype)  # last slot: missing ids
-    safe = np.where((ids >= 0) & (ids < n), ids, n)
-    used = np.flatnonzero(np.bincount(safe, minlength=n + 1)[:n]) if len(safe) else safe[:0]  # (no masked copy)
+    safe = safe_ids(ids, n)
+    used = _used_of_safe(safe, n)
     if len(used):  # map() over the names, one store: no Python indexing per name
         lut[used] = mapped(fn, strings[used], dtype)
     return lut[safe]
