@@ -138,6 +138,7 @@ ONE_OR_LIST = {"cli_info"}
 # when its folder cannot be listed. {schema: [(the object, its field)]}
 NULLABLE: dict[str, list[tuple[tuple[str, ...], str]]] = {
     "overview": [(("diagnosis", "evidence"), "step")],
+    "cli_summary": [(("traces", "items", "overview", "diagnosis", "evidence"), "step")],
     "why": [(("traces", "items", "verdict", "evidence"), f) for f in ("step", "run", "worker", "span", "link")],
 }
 
