@@ -26,3 +26,9 @@ class TraceFormatError(ValueError):
         # Why: a summary built in a worker process (or on a Dask worker) sends its error
         # back pickled; the default reduce would call __init__ with the text alone.
         return type(self), (self.source, self.reason, self.offset, self.excerpt)
+
+
+class ProcessExiting(RuntimeError):
+    """Work asked of the summary pool after the process began to exit (its last
+    ``summary.procs.stop_all``): an ordinary end (TensorBoard stopped while summaries were
+    being made), said in a line, not a bug's traceback."""

@@ -367,3 +367,53 @@ def test_a_forked_child_neither_uses_nor_stops_the_parents_workers():
     assert os.waitstatus_to_exitcode(status) == 0
     assert mine <= set(procs.worker_pids())
     assert {pid for _, pid in procs.run_tasks(os.getpid, [(0, ())], 1)} <= mine  # still alive, still used
+
+
+def test_work_asked_while_exiting_is_refused_plainly(monkeypatch):
+    """After the exit began (procs._at_exit), no worker is started: ProcessExiting, an
+    ordinary end, not a bug."""
+    import os
+    import threading
+
+    from tb_profiler.errors import ProcessExiting
+    from tb_profiler.summary import procs
+
+    procs.stop_all()
+    closed = threading.Event()
+    closed.set()
+    monkeypatch.setattr(procs, "_CLOSED", closed)
+    with pytest.raises(ProcessExiting, match="exiting"):
+        list(procs.run_tasks(os.getpid, [(0, ())], 1))
+
+
+def test_a_server_stopped_while_summarizing_says_so_without_a_traceback(tmp_path, monkeypatch, caplog):
+    """TensorBoard stopped while the summary thread worked: one plain line in the log (the
+    files are marked not summarized), not a traceback as for a bug."""
+    import logging
+
+    from datafiles import V100_TRACE
+
+    from tb_profiler.errors import ProcessExiting
+    from tb_profiler.plugin.loading import S_FAILED
+    from tb_profiler.plugin.state import ProfilerState
+
+    (tmp_path / "log" / "run").mkdir(parents=True)
+    shutil.copy(V100_TRACE, tmp_path / "log" / "run" / V100_TRACE.name)
+
+    def exiting(self, chunk):
+        raise ProcessExiting("tb_profiler: this process is exiting: no new summary worker is started")
+
+    monkeypatch.setattr(ProfilerState, "_summarize", exiting)
+    state = ProfilerState(str(tmp_path / "log"), reload_s=3600, cache_dir=str(tmp_path / "cache")).start()
+    try:
+        with caplog.at_level(logging.INFO, logger="tb_profiler"):
+            entries = state.entries()
+            assert entries
+            state.request_summaries(entries)
+            assert state.wait_summarized(entries, 30)
+        assert all(e.summary_state == S_FAILED for e in entries)
+        said = [r for r in caplog.records if "summaries not made" in r.getMessage()]
+        assert said and all(r.exc_info is None and r.levelno == logging.INFO for r in said)
+        assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    finally:
+        state.stop()

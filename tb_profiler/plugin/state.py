@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from tb_profiler.errors import ProcessExiting
 from tb_profiler.io.discovery import natural_key
 from tb_profiler.plugin.loading import (
     FAILED,
@@ -376,6 +377,9 @@ class ProfilerState(Loading):
             if chunk:
                 try:
                     self._summarize(chunk)
+                except ProcessExiting as exc:  # stopped while summarizing: said, not a traceback
+                    logger.info("tb_profiler: summaries not made: %s", exc)
+                    self._finish(chunk, [exc] * len(chunk))
                 except Exception as exc:  # pragma: no cover - a bug, not bad input; keep going
                     logger.exception("tb_profiler: summarizing failed")
                     self._finish(chunk, [exc] * len(chunk))

@@ -36,9 +36,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from tb_profiler.errors import ProcessExiting
 from tb_profiler.summary.worker import read_frame, write_frame
 
-__all__ = ["WorkerDied", "restore_signals", "run_tasks", "stop_all", "stop_on_signals", "worker_pids"]
+__all__ = ["ProcessExiting", "WorkerDied", "restore_signals", "run_tasks", "stop_all", "stop_on_signals", "worker_pids"]
 
 IDLE_S = 60.0        # a worker left idle this long ends (the next call starts new ones)
 ATTEMPTS = 2         # processes a task may lose before it is given up
@@ -69,7 +70,7 @@ class _Worker:
 
     def __init__(self, sink: queue.Queue):
         if _CLOSED.is_set():
-            raise RuntimeError("tb_profiler: this process is exiting: no new summary worker is started")
+            raise ProcessExiting("tb_profiler: this process is exiting: no new summary worker is started")
         self.proc = subprocess.Popen([sys.executable, "-c", BOOT, _package_root(), str(os.getpid()), str(IDLE_S)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         self.pid = self.proc.pid
