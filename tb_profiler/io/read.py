@@ -67,8 +67,15 @@ __all__ = ["INFLATE_ERRORS", "LINK_LOOP", "MAX_BYTES_ENV", "NotARegularFile", "i
            "remote_identity", "remote_stamp", "remote_tag", "source_id", "stat_key", "text_size_hint", "url_fs"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_IN_CHUNK = 1 << 20   # compressed bytes fed per call
-_OUT_CHUNK = 1 << 20   # most inflated bytes per call: small enough to stay in cache before the copy
+# Why small chunks (issue 22; measured by benchmarks/profile_open.py, its "load: read"
+# row): a call that stops at _OUT_CHUNK leaves the rest of its input in a new
+# ``unconsumed_tail`` (a copy), so each output chunk costs a copy of what is left of the
+# input chunk: at 1 MB in for ~30 MB out that was a dozen 1 MB copies per input chunk. And
+# an output chunk under 128 KB-ish is heap memory reused call after call, still in cache
+# when it is copied to the text, where 1 MB pieces were fresh pages each time (page
+# faults). 32 KB in / 128 KB out: the 35 MB V100 trace inflates in 24.6 ms, not 34.7.
+_IN_CHUNK = 1 << 15   # compressed bytes fed per call
+_OUT_CHUNK = 1 << 17   # most inflated bytes per call
 _HEAD = 1 << 20       # text that must show a JSON value before more is read
 _PROGRESS_STEP = 32 << 20  # inflated bytes between two progress calls
 _DOWNLOAD_CHUNK = 8 << 20  # bytes of a URL read (and reported) at a time when progress is asked for
