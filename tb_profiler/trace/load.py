@@ -32,6 +32,7 @@ from tb_profiler import (
 from tb_profiler.decode.args_text import BlockArgs, FileArgs
 from tb_profiler.errors import TraceFormatError
 from tb_profiler.io.budget import reserve
+from tb_profiler.io.heap import warm_heap
 from tb_profiler.io.read import map_plain_trace, read_trace_bytes, source_id, stat_key, text_size_hint
 from tb_profiler.trace.build import MODEL_VERSION, TraceState, build_state
 from tb_profiler.trace.model import Trace
@@ -107,6 +108,7 @@ def _from_entry(hit: _cache.Entry, healer: "_Healer", cls: type[Trace]) -> Trace
 
 
 def _fresh_state(path, source: str, max_bytes: int | None, progress: Progress | None = None) -> TraceState:
+    warm_heap()  # once per process: the open's arrays from reused heap, not fresh pages (io.heap)
     try:  # the text it expects held of the budget every load of this machine shares (io.budget)
         with reserve(text_size_hint(path, max_bytes)):
             return _decode_file(path, source, max_bytes, time.perf_counter(), progress)
