@@ -87,13 +87,17 @@ def name_index(trace) -> tuple[np.ndarray, np.ndarray]:
     return frozen(safe), frozen(used)
 
 
-def _used(trace, among: np.ndarray | None) -> np.ndarray:
-    """The distinct valid name ids of every event, or of the events ``among`` marks."""
-    safe, used = name_index(trace)
-    if among is None or not len(used):
-        return used
+def _among(trace, among: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the rows ``among`` marks, their name ids as ``name_index`` gives them, the distinct
+    valid ones): what a predicate asked about some events only needs, in passes over those
+    rows, not over every event (the kinds asked about are often a few rows of a trace:
+    its memcpys, its sync events)."""
+    safe, _ = name_index(trace)
+    idx = np.flatnonzero(among)
+    ids = safe[idx]
     n = len(trace.strings)
-    return np.flatnonzero(np.bincount(safe, weights=among, minlength=n + 1)[:n])  # weights: no masked copy
+    used = np.flatnonzero(np.bincount(ids, minlength=n + 1)[:n]) if len(ids) else np.zeros(0, np.int64)
+    return idx, ids, used
 
 
 def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False,
@@ -104,15 +108,18 @@ def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False,
     among (a mask over events): fn runs only on the names those events use, and every
     other event gets ``default``.  Why: a predicate about operators or kernels need not
     run on the names of every other event (a trace of 10 M distinct names)."""
-    safe, _ = name_index(trace)
     strings = trace.strings
     lut = np.full(len(strings) + 1, default, dtype=dtype)  # last slot: missing ids
-    used = _used(trace, among)
+    if among is None:
+        safe, used = name_index(trace)
+    else:
+        idx, ids, used = _among(trace, among)
     if len(used):  # map() over the names, one store: no Python indexing per name (10 M names)
         lut[used] = mapped(fn, strings[used], dtype)
-    out = lut[safe]
-    if among is not None:  # (arithmetic, not a masked store: a store through a mask branches per row)
-        out = out & among if out.dtype == bool and not default else np.where(among, out, default).astype(out.dtype)
+    if among is None:
+        return lut[safe]
+    out = np.full(len(among), default, dtype=lut.dtype)
+    out[idx] = lut[ids]
     return out
 
 
@@ -120,14 +127,17 @@ def name_mask(trace, predicate: Callable[[np.ndarray], np.ndarray], among: np.nd
     """``tensor_cores.string_id_mask(trace.events["name"], trace.strings, predicate)``:
     predicate (names -> bool array) over the distinct used names, broadcast; with
     ``among``, over the names those events use only, every other event False."""
-    safe, _ = name_index(trace)
-    used = _used(trace, among)
     lut = np.zeros(len(trace.strings) + 1, dtype=bool)
+    if among is None:
+        safe, used = name_index(trace)
+    else:
+        idx, ids, used = _among(trace, among)
     if len(used):
         lut[used] = predicate(trace.strings[used])
-    out = lut[safe]
-    if among is not None:
-        out &= among
+    if among is None:
+        return lut[safe]
+    out = np.zeros(len(among), dtype=bool)
+    out[idx] = lut[ids]
     return out
 
 
