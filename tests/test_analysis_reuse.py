@@ -242,6 +242,37 @@ def test_name_maps_equal_map_string_ids_and_string_id_mask(trace):
         assert np.array_equal(shared.name_mask(trace, predicate), string_id_mask(names, trace.strings, predicate))
 
 
+def test_name_maps_over_some_events_equal_the_whole_map_masked(trace):
+    """``among``: the marked rows get what the whole map gives them, every other row the
+    default, for marks of every density (none, a few rows, a kind, every row)."""
+    names = trace.events["name"]
+    rng = np.random.default_rng(7)
+    marks = [np.zeros(len(names), bool), np.ones(len(names), bool), rng.random(len(names)) < 0.001,
+             trace.roles == Role.RUNTIME, trace.events["kind"] == Kind.CPU_OP]
+    for among in marks:
+        for fn, dtype, default in ((lambda s: s.startswith("aten::"), bool, False), (len, np.int64, -1)):
+            whole = map_string_ids(names, trace.strings, fn, dtype, default)
+            got = shared.name_map(trace, fn, dtype, default, among=among)
+            assert got.dtype == whole.dtype and np.array_equal(got, np.where(among, whole, default))
+        for predicate in (tc_eligible, uses_tensor_cores):
+            got = shared.name_mask(trace, predicate, among=among)
+            assert got.dtype == bool and np.array_equal(got, string_id_mask(names, trace.strings, predicate) & among)
+
+
+def test_role_and_kind_masks_equal_a_lookup_table(trace):
+    """role_mask / kind_mask (comparisons for a few codes, take for more) equal the lookup
+    table they replace, for every number of wanted codes."""
+    from tb_profiler.trace.categories import KIND_NAMES, kind_mask
+
+    rng = np.random.default_rng(3)
+    for codes, n_codes, mask in ((trace.roles, len(Role), role_mask), (trace.events["kind"], len(KIND_NAMES), kind_mask)):
+        for k in range(0, 9):
+            wanted = rng.choice(n_codes, size=min(k, n_codes), replace=False).tolist()
+            lut = np.zeros(n_codes, dtype=bool)
+            lut[wanted] = True
+            assert np.array_equal(mask(codes, wanted), lut[codes.astype(np.int64)]), (mask.__name__, wanted)
+
+
 def _old_idle_gaps(trace):
     """recommendations.idle_gaps as it was: the cut points by np.unique."""
     from tb_profiler.analysis.intervals import covered_in, merge_intervals

@@ -91,7 +91,7 @@ def build_state(decoded: Decoded, buf: bytearray | None = None) -> TraceState:
     sparse_types = sparse_dtypes()
     dropped: dict[str, tuple[int, int]] = {}
     no_dur = 0
-    table_of = _TABLE_OF_PHASE[ph]  # each row's table (1 + its index in PHASES; 0: none), one lookup
+    table_of = _TABLE_OF_PHASE.take(ph)  # each row's table (1 + its index in PHASES; 0: none); take: no cast of ph
     for k, table in enumerate(PHASES, start=1):
         rows = np.flatnonzero(table_of == k)
         ts = dense["ts"][rows]

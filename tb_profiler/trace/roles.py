@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tb_profiler.trace.categories import KIND_NAMES, Kind
+from tb_profiler.trace.categories import KIND_NAMES, Kind, codes_in
 from tb_profiler.trace.strings import map_string_ids
 
 
@@ -116,9 +116,8 @@ def role_mask(roles: np.ndarray, wanted) -> np.ndarray:
     """Boolean mask of events whose role is ``wanted`` (one Role or an iterable of them)."""
     if isinstance(wanted, (int, Role)):
         return roles == int(wanted)
-    lut = np.zeros(len(Role), dtype=bool)
-    lut[[int(r) for r in wanted]] = True
-    return lut[roles]
+    return codes_in(roles, [int(r) for r in wanted], len(Role))
+
 
 
 def role_counts(roles: np.ndarray) -> dict[str, int]:

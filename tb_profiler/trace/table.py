@@ -59,7 +59,10 @@ class SparseStore:
             where, values = pair
             pos = inverse[where]
             keep = pos >= 0
-            out[pos[keep]] = values[keep]
+            if keep.all():  # the usual case (every row carrying it is in this table): no two masked copies
+                out[pos] = values
+            else:
+                out[pos[keep]] = values[keep]
         return out
 
     def present(self, name: str, inverse: np.ndarray) -> bool:
