@@ -117,9 +117,9 @@ def name_map(trace, fn: Callable[[str], object], dtype=bool, default=False,
     if len(used):  # map() over the names, one store: no Python indexing per name (10 M names)
         lut[used] = mapped(fn, strings[used], dtype)
     if among is None:
-        return lut[safe]
+        return lut.take(safe)  # take: the name ids are int32, and lut[ids] casts them by numpy's slow path
     out = np.full(len(among), default, dtype=lut.dtype)
-    out[idx] = lut[ids]
+    out[idx] = lut.take(ids)
     return out
 
 
@@ -135,9 +135,9 @@ def name_mask(trace, predicate: Callable[[np.ndarray], np.ndarray], among: np.nd
     if len(used):
         lut[used] = predicate(trace.strings[used])
     if among is None:
-        return lut[safe]
+        return lut.take(safe)
     out = np.zeros(len(among), dtype=bool)
-    out[idx] = lut[ids]
+    out[idx] = lut.take(ids)
     return out
 
 

@@ -146,7 +146,7 @@ def string_id_mask(ids: np.ndarray, strings: np.ndarray, predicate) -> np.ndarra
     lut = np.zeros(n + 1, dtype=bool)
     if len(used):
         lut[used] = predicate(strings[used])
-    return lut[np.where((ids >= 0) & (ids < n), ids, n)]
+    return lut.take(np.where((ids >= 0) & (ids < n), ids, n))  # take: int32 ids, no slow cast path
 
 
 __all__ = [

@@ -272,7 +272,7 @@ def _densify(sparse: dict, name: str, types, inverse: np.ndarray, m: int) -> np.
     if name in sparse:
         where, values = sparse[name]
         if len(where):
-            pos = inverse[np.asarray(where)]
+            pos = inverse.take(np.asarray(where))  # take: the decoder's rows are int32 (numpy's slow cast path)
             keep = pos >= 0
             out[pos[keep]] = np.asarray(values)[keep]
     return out

@@ -52,7 +52,7 @@ def map_string_ids(ids: np.ndarray, strings: np.ndarray, fn: Callable[[str], obj
     used = _used_of_safe(safe, n)
     if len(used):  # map() over the names, one store: no Python indexing per name
         lut[used] = mapped(fn, strings[used], dtype)
-    return lut[safe]
+    return lut.take(safe)  # take, not lut[safe]: an int32 index is gathered without numpy's slow cast path
 
 
 def mapped(fn: Callable[[str], object], names: np.ndarray, dtype) -> np.ndarray:
@@ -72,7 +72,7 @@ def resolve(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
     ext = np.empty(n + 1, dtype=object)
     ext[:n] = strings
     ext[n] = None
-    return ext[np.where((ids >= 0) & (ids < n), ids, n)]
+    return ext.take(np.where((ids >= 0) & (ids < n), ids, n))  # take: int32 ids, no slow cast path
 
 
 # -- long strings -----------------------------------------------------------------------------
