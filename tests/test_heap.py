@@ -62,7 +62,7 @@ def test_a_fresh_load_warms_the_heap():
     assert after[1] < (1 << 20) // 4096 // 8, after  # without the call: [257, 183, 0, 0]
 
 
-def test_warm_heap_keeps_no_memory():
+def test_warm_heap_runs_once_per_process():
     from tb_profiler.io import heap
 
     heap.warm_heap()

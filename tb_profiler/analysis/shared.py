@@ -22,7 +22,7 @@ from tb_profiler.analysis.keys import factorize
 from tb_profiler.analysis.memo import per_trace
 from tb_profiler.decode.schema import MISSING_INT
 from tb_profiler.trace.roles import DEVICE_WORK, Role, role_mask
-from tb_profiler.trace.strings import mapped
+from tb_profiler.trace.strings import mapped, safe_ids
 
 
 def frozen(a: np.ndarray) -> np.ndarray:
@@ -82,7 +82,7 @@ def name_index(trace) -> tuple[np.ndarray, np.ndarray]:
     derive from the name column on every call."""
     ids = trace.events["name"]
     n = len(trace.strings)
-    safe = np.where((ids >= 0) & (ids < n), ids, n)
+    safe = safe_ids(ids, n)
     used = np.flatnonzero(np.bincount(safe, minlength=n + 1)[:n]) if len(safe) else np.zeros(0, np.int64)
     return frozen(safe), frozen(used)
 

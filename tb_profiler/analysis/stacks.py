@@ -29,6 +29,7 @@ from tb_profiler.analysis.memo import per_trace
 from tb_profiler.analysis.nesting import depth
 from tb_profiler.analysis.sources import SourceResolver, source_resolver
 from tb_profiler.trace.categories import Kind
+from tb_profiler.trace.strings import safe_ids
 
 NO_STACK = -1
 _FRAME = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<func>.*)$", re.DOTALL)
@@ -168,7 +169,7 @@ def _frame_lut(name_ids: np.ndarray, strings: np.ndarray, frames: list[str], ind
         text = strings[i]
         if is_source_frame(text):
             lut[i] = _frame_index(text, frames, index)
-    return lut[np.where((name_ids >= 0) & (name_ids < len(strings)), name_ids, len(strings))]
+    return lut.take(safe_ids(name_ids, len(strings)))
 
 
 def _intern_python(trace, interner: _Interner, frame_idx: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -245,7 +246,7 @@ def _stacks(trace) -> tuple[np.ndarray, StackTable, np.ndarray]:
     if len(cs_ids):
         lut = np.full(len(strings) + 1, NO_STACK, np.int64)
         lut[cs_ids] = _intern_call_stacks(interner, [strings[i] for i in cs_ids.tolist()], frames, index)
-        from_arg = lut[np.where((cs >= 0) & (cs < len(strings)), cs, len(strings))]
+        from_arg = lut.take(safe_ids(cs, len(strings)))
         out = np.where(out >= 0, out, from_arg)
     sid, source = _backward_from_forward(trace, out)
     return sid, interner.table(np.array(frames, dtype=object), source_resolver(trace)), source

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from tb_profiler.trace.strings import used_ids
+from tb_profiler.trace.strings import safe_ids, used_ids
 
 # Kernel-name fragments of tensor-core kernels (matched lower-cased, as substrings).
 # The first block is the old plugin's list (PyProf tc.py); the second adds Ampere/Hopper
@@ -146,7 +146,7 @@ def string_id_mask(ids: np.ndarray, strings: np.ndarray, predicate) -> np.ndarra
     lut = np.zeros(n + 1, dtype=bool)
     if len(used):
         lut[used] = predicate(strings[used])
-    return lut.take(np.where((ids >= 0) & (ids < n), ids, n))  # take: int32 ids, no slow cast path
+    return lut.take(safe_ids(ids, n))  # take: int32 ids, no slow cast path
 
 
 __all__ = [

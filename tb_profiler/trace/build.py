@@ -14,6 +14,7 @@ from tb_profiler.decode.schema import MISSING_INT, TIME_LIMIT_NS, Decoded, spars
 from tb_profiler.trace.categories import kind_column
 from tb_profiler.trace.metadata import checked_toplevel
 from tb_profiler.trace.strings import as_string_array
+from tb_profiler.trace.table import place_rows
 
 # Bump when the tables built here change shape or meaning: it is part of the cache key.
 # 2: rows without a usable ts (missing, not a number, out of range) are dropped, with notes.
@@ -270,11 +271,7 @@ def _densify(sparse: dict, name: str, types, inverse: np.ndarray, m: int) -> np.
     dtype = types[name]
     out = np.full(m, missing_value(dtype, name), dtype=dtype)
     if name in sparse:
-        where, values = sparse[name]
-        if len(where):
-            pos = inverse.take(np.asarray(where))  # take: the decoder's rows are int32 (numpy's slow cast path)
-            keep = pos >= 0
-            out[pos[keep]] = np.asarray(values)[keep]
+        place_rows(out, inverse, *sparse[name])
     return out
 
 

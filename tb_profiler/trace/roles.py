@@ -119,7 +119,6 @@ def role_mask(roles: np.ndarray, wanted) -> np.ndarray:
     return codes_in(roles, [int(r) for r in wanted], len(Role))
 
 
-
 def role_counts(roles: np.ndarray) -> dict[str, int]:
     """Events per role name ("compute": 8772, ...), roles with none left out."""
     counts = np.bincount(roles, minlength=len(Role))

@@ -72,7 +72,7 @@ def resolve(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
     ext = np.empty(n + 1, dtype=object)
     ext[:n] = strings
     ext[n] = None
-    return ext.take(np.where((ids >= 0) & (ids < n), ids, n))  # take: int32 ids, no slow cast path
+    return ext.take(safe_ids(ids, n))  # take: int32 ids, no slow cast path
 
 
 # -- long strings -----------------------------------------------------------------------------

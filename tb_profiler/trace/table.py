@@ -15,7 +15,7 @@ import numpy as np
 
 from tb_profiler.decode.schema import STRING_COLUMNS, json_value, missing_value
 from tb_profiler.trace.categories import KIND_NAMES
-from tb_profiler.trace.strings import used_ids
+from tb_profiler.trace.strings import safe_ids, used_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -26,6 +26,21 @@ STRING_COLS = frozenset({"name", "cat", "key", *STRING_COLUMNS})
 # materialize under a friendlier name (flows.id, counters.value, memory.bytes).
 _HIDDEN = frozenset({"row", "args_off", "args_len", "pid_str", "tid_str",
                      "flow_id", "flow_bp", "counter_key", "counter_value", "mem_bytes"})
+
+
+def place_rows(out: np.ndarray, inverse: np.ndarray, where: np.ndarray, values: np.ndarray) -> None:
+    """out[inverse[where]] = values (in place), leaving out the decoded rows ``inverse`` maps
+    to -1 (not in this table): a sparse args column densified for a table. Why take and intp
+    positions: the decoder's rows are int32, which numpy's indexing casts by a slow path
+    (3-4x); and most columns have every row in the table, which needs no masked copies."""
+    if not len(where):
+        return
+    pos = inverse.take(np.asarray(where)).astype(np.intp, copy=False)
+    keep = pos >= 0
+    if keep.all():
+        out[pos] = values
+    else:
+        out[pos[keep]] = np.asarray(values)[keep]
 
 
 class SparseStore:
@@ -55,15 +70,8 @@ class SparseStore:
         dtype = self.dtypes[name]
         out = np.full(m, missing_value(dtype, name), dtype=dtype)
         pair = self._pair(name)
-        if pair is not None and len(pair[0]):
-            where, values = pair
-            # take, and intp positions for the store: int32 indices take numpy's slow cast path (3x)
-            pos = inverse.take(where).astype(np.intp, copy=False)
-            keep = pos >= 0
-            if keep.all():  # the usual case (every row carrying it is in this table): no two masked copies
-                out[pos] = values
-            else:
-                out[pos[keep]] = values[keep]
+        if pair is not None:
+            place_rows(out, inverse, *pair)
         return out
 
     def present(self, name: str, inverse: np.ndarray) -> bool:
@@ -263,7 +271,7 @@ def _categorical(ids: np.ndarray, strings: np.ndarray):
     used = used_ids(ids, len(strings))
     lut = np.full(len(strings) + 1, -1, dtype=np.int32)
     lut[used] = np.arange(len(used), dtype=np.int32)
-    codes = lut.take(np.where((ids >= 0) & (ids < len(strings)), ids, len(strings)))
+    codes = lut.take(safe_ids(ids, len(strings)))
     cats = list(strings[used]) if len(used) else []
     try:
         return pd.Categorical.from_codes(codes, categories=cats)
